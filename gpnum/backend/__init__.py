@@ -1,0 +1,32 @@
+"""Array backends: the default namespace, conversions, and the linear algebra the standard lacks.
+
+Library code follows its inputs (:func:`get_namespace`); only code that creates arrays from
+nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKEND``
+(``numpy`` by default, ``cupy``, ``torch``, ``array_api_strict``), with the floating dtype
+``GPNUM_DTYPE`` (``float64`` by default, or ``float32``).
+"""
+
+from gpnum.backend._convert import asarray, device_of, get_namespace, host_device, is_array, to_numpy
+from gpnum.backend._linalg import cho_solve, cholesky, default_jitter, solve_triangular
+from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
+from gpnum.backend._random import Generator, default_rng
+
+__all__ = [
+    "BACKENDS",
+    "Generator",
+    "asarray",
+    "backend_name",
+    "cho_solve",
+    "cholesky",
+    "default_dtype",
+    "default_jitter",
+    "default_rng",
+    "device_of",
+    "get_namespace",
+    "host_device",
+    "is_array",
+    "namespace",
+    "namespace_by_name",
+    "solve_triangular",
+    "to_numpy",
+]

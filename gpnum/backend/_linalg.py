@@ -1,0 +1,167 @@
+"""Linear algebra the array API standard lacks: jittered Cholesky, triangular and Cholesky solves.
+
+Each function dispatches on the namespace of its inputs: SciPy for NumPy, ``cupyx.scipy.linalg``
+for CuPy (imported lazily: it fails to import where the CUDA libraries are missing),
+``torch.linalg`` for torch, and a correct but slower fallback through ``xp.linalg.solve`` for any
+other namespace (``array_api_strict`` included).
+"""
+
+from __future__ import annotations
+
+import array_api_compat
+
+from gpnum.backend._convert import get_namespace
+from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
+
+__all__ = ["cholesky", "solve_triangular", "cho_solve", "default_jitter"]
+
+
+def default_jitter(dtype, xp) -> float:
+    """First jitter tried by :func:`cholesky`: 1e-6 for float32, 1e-8 for float64."""
+    return 1e-6 if dtype == xp.float32 else 1e-8
+
+
+def _check_square(A, name="A"):
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ShapeError(f"{name}: expected a square matrix of shape (n, n), got "
+                         f"{describe_shape(A.shape)}")
+
+
+def _raw_cholesky(xp, A):
+    """Lower Cholesky factor, or ``None`` if the factorisation fails."""
+    if array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        L, info = torch.linalg.cholesky_ex(A)
+        return None if int(info) != 0 else L
+    try:
+        L = xp.linalg.cholesky(A)
+    except Exception as exc:  # LinAlgError (numpy, array_api_strict) and the like
+        if "positive" in str(exc).lower() or type(exc).__name__ == "LinAlgError":
+            return None
+        raise
+    if array_api_compat.is_cupy_namespace(xp):
+        # cupy returns NaNs instead of raising on an indefinite matrix.
+        if not bool(xp.all(xp.isfinite(L))):
+            return None
+    return L
+
+
+def cholesky(A, *, jitter=None, max_tries: int = 3, return_jitter: bool = False):
+    """Lower Cholesky factor of a symmetric positive-definite matrix, adding jitter if needed.
+
+    First factorises ``A`` as given; if that fails, retries with ``A + j I`` for
+    ``j = jitter, 10 jitter, 100 jitter, ...`` (``max_tries`` retries in all).
+
+    Parameters
+    ----------
+    A : array (n, n)
+        Symmetric positive (semi-)definite matrix. Only its lower triangle is read.
+    jitter : float, optional
+        First diagonal jitter tried after a failure, absolute. Default 1e-6 for float32 and 1e-8
+        for float64.
+    max_tries : int
+        Number of jittered retries (0 disables jitter).
+    return_jitter : bool
+        Also return the jitter that was added (0.0 when none was needed).
+
+    Returns
+    -------
+    L : array (n, n)
+        Lower-triangular with ``L @ L.T == A + j I``.
+    j : float
+        Only if ``return_jitter``.
+
+    Raises
+    ------
+    NotPSDError
+        If every try fails; the message names the largest jitter tried and the size.
+    ValueError
+        If ``A`` holds NaN or Inf, or is not square.
+    """
+    xp = get_namespace(A)
+    _check_square(A)
+    check_finite(xp, A, "A")
+    if max_tries < 0:
+        raise ValueError(f"max_tries: expected an integer >= 0, got {max_tries!r}")
+    L = _raw_cholesky(xp, A)
+    added = 0.0
+    if L is None:
+        j0 = default_jitter(A.dtype, xp) if jitter is None else float(jitter)
+        if not j0 > 0.0:
+            raise ValueError(f"jitter: expected a number > 0, got {jitter!r}")
+        n = A.shape[0]
+        eye = xp.eye(n, dtype=A.dtype, device=array_api_compat.device(A))
+        for t in range(max_tries):
+            added = j0 * 10.0**t
+            L = _raw_cholesky(xp, A + added * eye)
+            if L is not None:
+                break
+        if L is None:
+            tried = f"up to {added:.1e}" if max_tries else "none (max_tries=0)"
+            raise NotPSDError(
+                f"matrix of size {n} x {n} is not positive definite: Cholesky failed with jitter "
+                f"{tried} added to the diagonal. Check the matrix (duplicate inputs, too small a "
+                f"noise variance) or pass a larger jitter."
+            )
+    return (L, added) if return_jitter else L
+
+
+def _as_2d(B, n, name):
+    if B.ndim == 1:
+        if B.shape[0] != n:
+            raise ShapeError(f"{name}: expected shape ({n},) or ({n}, k), got "
+                             f"{describe_shape(B.shape)}")
+        return B[:, None], True
+    if B.ndim != 2 or B.shape[0] != n:
+        raise ShapeError(f"{name}: expected shape ({n},) or ({n}, k), got {describe_shape(B.shape)}")
+    return B, False
+
+
+def solve_triangular(L, B, *, lower: bool = True, trans: bool = False):
+    """Solve ``op(L) X = B`` for triangular ``L``, ``op(L) = L.T`` if ``trans`` else ``L``.
+
+    Parameters
+    ----------
+    L : array (n, n)
+        Triangular matrix; only the triangle named by ``lower`` is read.
+    B : array (n,) or (n, k)
+        Right-hand side(s).
+    lower : bool
+        Whether ``L`` is lower (default) or upper triangular.
+    trans : bool
+        Solve with the transpose of ``L``.
+
+    Returns
+    -------
+    X : array of the shape of ``B``.
+    """
+    xp = get_namespace(L, B)
+    _check_square(L, "L")
+    B2, vec = _as_2d(B, L.shape[0], "B")
+    if array_api_compat.is_numpy_namespace(xp):
+        import scipy.linalg
+
+        X = scipy.linalg.solve_triangular(L, B2, lower=lower, trans=1 if trans else 0,
+                                          check_finite=False)
+    elif array_api_compat.is_cupy_namespace(xp):
+        import cupyx.scipy.linalg
+
+        X = cupyx.scipy.linalg.solve_triangular(L, B2, lower=lower, trans=1 if trans else 0)
+    elif array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        if trans:
+            X = torch.linalg.solve_triangular(L.mT, B2, upper=lower)
+        else:
+            X = torch.linalg.solve_triangular(L, B2, upper=not lower)
+    else:
+        # Generic fallback: keep only the named triangle, then a dense solve.
+        T = xp.tril(L) if lower else xp.triu(L)
+        X = xp.linalg.solve(T.T if trans else T, B2)
+    return X[:, 0] if vec else X
+
+
+def cho_solve(L, B):
+    """Solve ``(L L^T) X = B`` given the lower Cholesky factor ``L`` (n, n); ``B`` (n,) or (n, k)."""
+    return solve_triangular(L, solve_triangular(L, B, lower=True), lower=True, trans=True)

@@ -1,0 +1,66 @@
+"""Exceptions and warnings shared by every layer of gpnum.
+
+Messages follow one style: say which argument is wrong, what was expected and what was
+received, e.g. ``"B: expected shape (500, k), got (499, 3)"``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "NotPSDError",
+    "ConvergenceWarning",
+    "ShapeError",
+    "check_finite",
+    "check_positive",
+    "describe_shape",
+]
+
+
+class BackendError(RuntimeError):
+    """The array backend named by ``GPNUM_BACKEND`` (or asked for) cannot be used."""
+
+
+class NotPSDError(ValueError):
+    """A matrix that must be positive definite is not, even after adding jitter."""
+
+
+class ShapeError(ValueError):
+    """An array argument has the wrong number of dimensions or the wrong shape."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative solver stopped before reaching its tolerance."""
+
+
+def describe_shape(shape) -> str:
+    """Format a shape such as ``(3, None)`` as ``(3, k)``-style text."""
+    parts = ["?" if s is None else str(s) for s in shape]
+    if len(parts) == 1:
+        return f"({parts[0]},)"
+    return "(" + ", ".join(parts) + ")"
+
+
+def check_finite(xp, x, name: str) -> None:
+    """Raise ``ValueError`` if ``x`` holds NaN or Inf.
+
+    One reduction and one host synchronisation: call it at API boundaries, never in a loop.
+    """
+    if not bool(xp.all(xp.isfinite(x))):
+        n_nan = int(xp.sum(xp.astype(xp.isnan(x), xp.int32)))
+        what = f"{n_nan} NaN value(s)" if n_nan else "infinite value(s)"
+        raise ValueError(f"{name}: expected finite values, got {what} in an array of shape "
+                         f"{describe_shape(x.shape)}")
+
+
+def check_positive(value, name: str, *, allow_zero: bool = False) -> float:
+    """Validate a positive Python scalar parameter and return it as ``float``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a real number, got {value!r}") from None
+    ok = v >= 0.0 if allow_zero else v > 0.0
+    if not ok or v != v or v == float("inf"):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}")
+    return v

@@ -1,0 +1,49 @@
+"""Central finite-difference gradient checks in float64, shared by every gradient test."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def numerical_grad(f, x, eps=1e-6):
+    """Central differences of scalar ``f`` at NumPy float64 array ``x`` (any shape)."""
+    x = np.array(x, dtype=np.float64, copy=True)
+    g = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        orig = flat[i]
+        h = eps * max(1.0, abs(orig))
+        flat[i] = orig + h
+        fp = float(f(x))
+        flat[i] = orig - h
+        fm = float(f(x))
+        flat[i] = orig
+        gflat[i] = (fp - fm) / (2.0 * h)
+    return g
+
+
+def relative_error(a, b):
+    """``||a - b|| / max(||a||, ||b||)``, 0 when both vanish."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    scale = max(np.linalg.norm(a), np.linalg.norm(b))
+    return 0.0 if scale == 0.0 else float(np.linalg.norm(a - b) / scale)
+
+
+def check_grad(f, x, grad, *, eps=1e-6, rtol=1e-6, name="gradient"):
+    """Assert that ``grad`` (analytic, at ``x``) matches central differences of ``f``.
+
+    Parameters
+    ----------
+    f : callable
+        NumPy float64 array of ``x``'s shape -> float.
+    x : array_like
+        Point of evaluation.
+    grad : array_like
+        Analytic gradient at ``x``, same shape.
+    """
+    num = numerical_grad(f, x, eps=eps)
+    grad = np.asarray(grad, dtype=np.float64)
+    assert num.shape == grad.shape, f"{name}: shape {grad.shape} != {num.shape}"
+    err = relative_error(grad, num)
+    assert err < rtol, f"{name}: relative error {err:.2e} >= {rtol:.0e}\nanalytic={grad}\nnumerical={num}"
+    return err

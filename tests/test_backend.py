@@ -1,0 +1,278 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpnum
+from gpnum import backend as B
+from gpnum.errors import BackendError, NotPSDError, ShapeError
+from gradcheck import check_grad, numerical_grad
+
+
+def _spd(n, seed=0, cond=1e3):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    w = np.logspace(0, np.log10(cond), n)
+    return (Q * w) @ Q.T
+
+
+# --- namespace switch -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,module", [("numpy", "array_api_compat.numpy"),
+                                         ("array_api_strict", "array_api_strict"),
+                                         ("torch", "array_api_compat.torch")])
+def test_namespace_from_environment(monkeypatch, name, module):
+    pytest.importorskip(name)
+    monkeypatch.setenv("GPNUM_BACKEND", name)
+    assert B.namespace().__name__ == module
+
+
+def test_namespace_default_is_numpy(monkeypatch):
+    monkeypatch.delenv("GPNUM_BACKEND", raising=False)
+    assert B.namespace().__name__ == "array_api_compat.numpy"
+
+
+def test_namespace_is_read_lazily(monkeypatch):
+    monkeypatch.setenv("GPNUM_BACKEND", "numpy")
+    first = B.namespace()
+    monkeypatch.setenv("GPNUM_BACKEND", "array_api_strict")
+    assert B.namespace() is not first
+
+
+def test_unknown_backend_raises(monkeypatch):
+    monkeypatch.setenv("GPNUM_BACKEND", "nonsense")
+    with pytest.raises(BackendError, match="'nonsense' is not a known backend.*numpy, cupy"):
+        B.namespace()
+
+
+def test_cupy_without_gpu_raises(monkeypatch):
+    if B._namespace._cupy_usable() is None:
+        pytest.skip("a GPU is usable here")
+    monkeypatch.setenv("GPNUM_BACKEND", "cupy")
+    with pytest.raises(BackendError, match="cupy needs a usable NVIDIA GPU.*GPNUM_BACKEND=numpy"):
+        B.namespace()
+
+
+def test_missing_library_raises(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes "import torch" fail
+    monkeypatch.setenv("GPNUM_BACKEND", "torch")
+    with pytest.raises(BackendError, match="torch is not installed.*pip install torch"):
+        B.namespace()
+
+
+def test_backend_errors_from_the_command_line():
+    for name in ("nonsense", "cupy"):
+        if name == "cupy" and B._namespace._cupy_usable() is None:
+            continue
+        out = subprocess.run([sys.executable, "-c", "import gpnum; gpnum.backend.namespace()"],
+                             env={"GPNUM_BACKEND": name, "PATH": ""}, capture_output=True, text=True)
+        assert out.returncode != 0
+        assert "gpnum.errors.BackendError" in out.stderr
+
+
+@pytest.mark.parametrize("value,expected", [(None, "float64"), ("float32", "float32"),
+                                            ("float64", "float64")])
+def test_default_dtype(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("GPNUM_DTYPE", raising=False)
+    else:
+        monkeypatch.setenv("GPNUM_DTYPE", value)
+    xp = B.namespace_by_name("numpy")
+    assert B.default_dtype(xp) == getattr(xp, expected)
+
+
+def test_bad_dtype_raises(monkeypatch):
+    monkeypatch.setenv("GPNUM_DTYPE", "float16")
+    with pytest.raises(BackendError, match="GPNUM_DTYPE='float16'"):
+        B.default_dtype()
+
+
+# --- namespaces and conversions ---------------------------------------------------------------
+
+def test_get_namespace_follows_inputs(xp, to_xp):
+    a = to_xp(np.ones((2, 2)))
+    assert B.get_namespace(a, 1.0, None) is xp
+
+
+def test_get_namespace_rejects_mixing(backend, to_xp):
+    if backend.name == "numpy":
+        pytest.skip("needs a second library")
+    with pytest.raises(TypeError, match="different libraries cannot be mixed"):
+        B.get_namespace(to_xp(np.ones(2)), np.ones(2))
+
+
+def test_get_namespace_needs_an_array():
+    with pytest.raises(TypeError, match="at least one array"):
+        B.get_namespace(1.0, None)
+
+
+def test_asarray_round_trip(xp, dtype, device, to_xp):
+    a = np.arange(6.0).reshape(2, 3)
+    x = B.asarray(a, dtype=dtype, xp=xp, device=device)
+    assert x.dtype == dtype and B.device_of(x) == device
+    np.testing.assert_array_equal(B.to_numpy(x), a)
+    y = B.asarray([[1.0, 2.0]], like=x)  # list -> like's namespace, device and dtype
+    assert y.dtype == dtype and B.device_of(y) == device
+    z = B.asarray(x, dtype="float64")
+    assert B.get_namespace(z) is B.namespace()  # moved to the default namespace explicitly
+    np.testing.assert_array_equal(B.to_numpy(z), a)
+
+
+def test_asarray_default_dtype(monkeypatch):
+    monkeypatch.setenv("GPNUM_DTYPE", "float32")
+    assert B.asarray([1, 2]).dtype == np.float32  # integers become the default floating dtype
+    assert B.asarray(np.ones(2)).dtype == np.float64  # floating input keeps its precision
+
+
+# --- linear algebra gaps ----------------------------------------------------------------------
+
+def test_cholesky_matches_numpy(to_xp, tol):
+    A = _spd(30)
+    L = B.to_numpy(B.cholesky(to_xp(A)))
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=100 * tol, atol=100 * tol * 30)
+    assert np.allclose(np.triu(L, 1), 0.0)
+
+
+def test_cholesky_adds_jitter_to_singular_psd(to_xp, dtype, xp):
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((20, 5))
+    A = U @ U.T  # rank 5: positive semi-definite, singular
+    L, j = B.cholesky(to_xp(A), return_jitter=True)
+    assert j > 0.0
+    expected_first = 1e-6 if dtype == xp.float32 else 1e-8
+    assert j >= expected_first
+    Ln = B.to_numpy(L).astype(np.float64)
+    np.testing.assert_allclose(Ln @ Ln.T, A + j * np.eye(20), atol=1e-3 if j > 1e-7 else 1e-9)
+
+
+def test_cholesky_not_psd_names_jitter_and_size(to_xp):
+    A = np.diag([1.0, 2.0, -1.0])
+    with pytest.raises(NotPSDError, match=r"3 x 3 is not positive definite.*up to 1\.0e-0[35]"):
+        B.cholesky(to_xp(A), jitter=1e-5, max_tries=3)
+
+
+def test_cholesky_no_jitter_allowed(to_xp):
+    with pytest.raises(NotPSDError, match="none"):
+        B.cholesky(to_xp(np.diag([1.0, -1.0])), max_tries=0)
+
+
+def test_cholesky_bad_input(to_xp):
+    A = _spd(4)
+    A[1, 2] = np.nan
+    with pytest.raises(ValueError, match="A: expected finite values, got 1 NaN"):
+        B.cholesky(to_xp(A))
+    with pytest.raises(ShapeError, match=r"square matrix of shape \(n, n\), got \(3, 4\)"):
+        B.cholesky(to_xp(np.ones((3, 4))))
+    with pytest.raises(ValueError, match="jitter"):
+        B.cholesky(to_xp(np.diag([1.0, -1.0])), jitter=-1.0)
+    with pytest.raises(ValueError, match="max_tries"):
+        B.cholesky(to_xp(np.eye(2)), max_tries=-1)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("k", [None, 3])
+def test_solve_triangular(to_xp, tol, lower, trans, k):
+    rng = np.random.default_rng(2)
+    T = np.tril(rng.standard_normal((8, 8))) + 4 * np.eye(8)
+    if not lower:
+        T = T.T
+    noise = rng.standard_normal((8, 8))  # garbage in the unused triangle must be ignored
+    Tin = T + (np.triu(noise, 1) if lower else np.tril(noise, -1))
+    Bm = rng.standard_normal((8,) if k is None else (8, k))
+    X = B.to_numpy(B.solve_triangular(to_xp(Tin), to_xp(Bm), lower=lower, trans=trans))
+    ref = np.linalg.solve(T.T if trans else T, Bm)
+    assert X.shape == Bm.shape
+    np.testing.assert_allclose(X, ref, rtol=100 * tol, atol=100 * tol)
+
+
+def test_solve_triangular_shape_errors(to_xp):
+    with pytest.raises(ShapeError, match=r"B: expected shape \(4,\) or \(4, k\), got \(3, 2\)"):
+        B.solve_triangular(to_xp(np.eye(4)), to_xp(np.ones((3, 2))))
+    with pytest.raises(ShapeError, match=r"got \(3,\)"):
+        B.solve_triangular(to_xp(np.eye(4)), to_xp(np.ones(3)))
+    with pytest.raises(ShapeError, match="L: expected a square"):
+        B.solve_triangular(to_xp(np.ones((4, 3))), to_xp(np.ones(4)))
+
+
+def test_cho_solve(to_xp, tol):
+    A = _spd(12, cond=1e2)
+    rhs = np.random.default_rng(3).standard_normal((12, 2))
+    X = B.to_numpy(B.cho_solve(B.cholesky(to_xp(A)), to_xp(rhs)))
+    np.testing.assert_allclose(X, np.linalg.solve(A, rhs), rtol=1e3 * tol, atol=1e3 * tol)
+
+
+# --- random numbers ---------------------------------------------------------------------------
+
+def test_random_same_draws_on_every_backend(xp, dtype, device):
+    g = B.default_rng(7, xp=xp, device=device)
+    z = g.normal((1000, 3), dtype=dtype)
+    assert z.dtype == dtype and B.device_of(z) == device
+    ref = np.random.Generator(np.random.PCG64(7)).standard_normal((1000, 3))
+    np.testing.assert_allclose(B.to_numpy(z), ref, rtol=1e-6)
+    assert abs(ref.mean()) < 4 / np.sqrt(3000) and abs(ref.std() - 1) < 0.05
+
+
+def test_random_other_draws(xp, device):
+    g = B.default_rng(3, xp=xp, device=device)
+    u = B.to_numpy(g.uniform((500,), low=-2.0, high=3.0))
+    assert u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.3
+    r = B.to_numpy(g.rademacher((400,)))
+    assert set(np.unique(r)) == {-1.0, 1.0}
+    p = B.to_numpy(g.permutation(50))
+    assert sorted(p.tolist()) == list(range(50))
+    i = B.to_numpy(g.integers(0, 5, (100,)))
+    assert i.min() >= 0 and i.max() < 5
+
+
+def test_random_state_round_trip():
+    g = B.default_rng(11)
+    g.normal((5,))
+    state = g.get_state()
+    a = B.to_numpy(g.normal((4,)))
+    g2 = B.default_rng(0)
+    g2.set_state(state)
+    np.testing.assert_array_equal(B.to_numpy(g2.normal((4,))), a)
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+def test_gradcheck_accepts_right_and_rejects_wrong_gradient():
+    f = lambda x: np.sum(np.sin(x) * x[::-1])  # noqa: E731
+    x = np.array([0.3, -1.2, 2.0])
+    g = np.cos(x) * x[::-1] + np.sin(x)[::-1]
+    check_grad(f, x, g)
+    with pytest.raises(AssertionError, match="relative error"):
+        check_grad(f, x, g * 1.001)
+    np.testing.assert_allclose(numerical_grad(lambda x: x[0] ** 3, np.array([2.0])), [12.0],
+                               rtol=1e-9)
+
+
+def test_check_positive_and_finite(xp, to_xp):
+    from gpnum.errors import check_finite, check_positive
+
+    assert check_positive(2, "lengthscale") == 2.0
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lengthscale: expected a finite number > 0"):
+            check_positive(bad, "lengthscale")
+    with pytest.raises(TypeError, match="expected a real number"):
+        check_positive("a", "lengthscale")
+    assert check_positive(0.0, "x", allow_zero=True) == 0.0
+    with pytest.raises(ValueError, match="infinite value"):
+        check_finite(xp, to_xp(np.array([1.0, np.inf])), "y")
+
+
+def test_version():
+    assert gpnum.__version__
+
+
+def test_demo_runs(capsys, monkeypatch):
+    from gpnum.__main__ import main
+
+    monkeypatch.setenv("GPNUM_BACKEND", "numpy")
+    assert main(["demo", "--n", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "backend=numpy" in out
+    res = float(out.split("relative residual=")[1].split(",")[0])
+    assert res < 1e-10
