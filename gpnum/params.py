@@ -1,0 +1,121 @@
+"""Parameters in natural form, their unconstrained transforms, and the chain rule between them.
+
+Kernels, likelihoods and models store every parameter in its *natural* form (a lengthscale is
+the positive lengthscale itself) and report gradients w.r.t. that natural form. Optimisers work
+on *unconstrained* values. Positive parameters use the softplus transform
+
+    value = softplus(u) = log(1 + exp(u)),        u = value + log(-expm1(-value)),
+
+whose derivative ``d value / d u = sigmoid(u) = -expm1(-value)`` needs only the natural value, so
+:meth:`Parameterised.grad_to_unconstrained` turns natural gradients into unconstrained ones
+without keeping ``u`` around. Softplus (not log) keeps steps linear for large values, which suits
+Adam; its inverse is computed in a form that stays finite from 1e-30 to 1e30.
+"""
+
+from __future__ import annotations
+
+from gpnum.backend import asarray, get_namespace, is_array, namespace, default_dtype
+from gpnum.errors import ShapeError, describe_shape
+
+__all__ = ["softplus", "softplus_inverse", "softplus_grad", "Parameterised"]
+
+
+def softplus(u):
+    """``log(1 + exp(u))``, elementwise and overflow-free."""
+    xp = get_namespace(u)
+    return xp.logaddexp(xp.zeros_like(u), u)
+
+
+def softplus_inverse(value):
+    """Inverse of :func:`softplus` for ``value > 0``: ``value + log(-expm1(-value))``."""
+    xp = get_namespace(value)
+    return value + xp.log(-xp.expm1(-value))
+
+
+def softplus_grad(value):
+    """``d softplus(u) / d u`` written in terms of ``value = softplus(u)``: ``1 - exp(-value)``."""
+    xp = get_namespace(value)
+    return -xp.expm1(-value)
+
+
+class Parameterised:
+    """Mixin for objects holding named parameters in natural form.
+
+    Subclasses list their parameters in ``_param_names`` and the positive ones among them in
+    ``_positive``; each is stored as an attribute holding an array. Assigning an array of any
+    library (or a Python number) converts it to the object's namespace, device and dtype, and
+    positive parameters are checked to be finite and > 0.
+    """
+
+    _param_names: tuple = ()
+    _positive: tuple = ()
+
+    def _init_namespace(self, xp=None, dtype=None, device=None):
+        self._xp = namespace() if xp is None else xp
+        self._dtype = default_dtype(self._xp) if dtype is None else dtype
+        self._device = device
+
+    @property
+    def xp(self):
+        """The array namespace of this object's parameters."""
+        return self._xp
+
+    @property
+    def dtype(self):
+        """The floating dtype of this object's parameters."""
+        return self._dtype
+
+    def __setattr__(self, name, value):
+        if name in type(self)._param_names:
+            value = self._convert_param(name, value)
+        object.__setattr__(self, name, value)
+
+    def _convert_param(self, name, value):
+        if not hasattr(self, "_xp"):
+            self._init_namespace(get_namespace(value) if is_array(value) else None)
+        old = self.__dict__.get(name)
+        arr = asarray(value, dtype=self._dtype, xp=self._xp, device=self._device)
+        if old is not None and tuple(arr.shape) != tuple(old.shape):
+            raise ShapeError(f"{name}: expected shape {describe_shape(old.shape)}, got "
+                             f"{describe_shape(arr.shape)}")
+        xp = self._xp
+        if not bool(xp.all(xp.isfinite(arr))):
+            raise ValueError(f"{name}: expected finite values, got {self._host_repr(arr)}")
+        if name in type(self)._positive and not bool(xp.all(arr > 0.0)):
+            raise ValueError(f"{name}: expected values > 0, got {self._host_repr(arr)}")
+        return arr
+
+    @staticmethod
+    def _host_repr(arr):
+        from gpnum.backend import to_numpy
+
+        return repr(to_numpy(arr).tolist())
+
+    def parameters(self) -> dict:
+        """Natural-form parameters as ``{name: array}`` (the arrays themselves, not copies)."""
+        return {n: getattr(self, n) for n in self._param_names}
+
+    def set_parameters(self, values: dict) -> None:
+        """Assign several natural-form parameters; all are validated before any is set."""
+        unknown = set(values) - set(self._param_names)
+        if unknown:
+            raise KeyError(f"unknown parameter(s) {sorted(unknown)}; this object has "
+                           f"{list(self._param_names)}")
+        converted = {n: self._convert_param(n, v) for n, v in values.items()}
+        for n, v in converted.items():
+            object.__setattr__(self, n, v)
+
+    def unconstrained(self) -> dict:
+        """Parameters in unconstrained form: softplus-inverse for positive ones, else as is."""
+        return {n: softplus_inverse(v) if n in self._positive else v
+                for n, v in self.parameters().items()}
+
+    def set_unconstrained(self, values: dict) -> None:
+        """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
+        self.set_parameters({n: softplus(v) if n in self._positive else v
+                             for n, v in values.items()})
+
+    def grad_to_unconstrained(self, grads: dict) -> dict:
+        """Chain rule: gradients w.r.t. natural parameters -> w.r.t. unconstrained ones."""
+        return {n: g * softplus_grad(getattr(self, n)) if n in self._positive else g
+                for n, g in grads.items()}
