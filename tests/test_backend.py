@@ -276,3 +276,22 @@ def test_demo_runs(capsys, monkeypatch):
     assert "backend=numpy" in out
     res = float(out.split("relative residual=")[1].split(",")[0])
     assert res < 1e-10
+
+
+def test_cholesky_vjp_finite_differences():
+    A = _spd(6, seed=4, cond=50.0)
+    Lbar = np.tril(np.random.default_rng(5).standard_normal((6, 6)))
+    L = np.linalg.cholesky(A)
+    G = B.cholesky_vjp(L, Lbar)
+    np.testing.assert_allclose(G, G.T)
+    # symmetric-matrix convention: gradient of S -> f((S + S^T) / 2)
+    check_grad(lambda S: np.sum(Lbar * np.linalg.cholesky(0.5 * (S + S.T))), A, G)
+
+
+def test_cholesky_vjp_on_every_backend(to_xp, tol):
+    A = _spd(5, seed=6, cond=10.0)
+    Lbar = np.tril(np.random.default_rng(7).standard_normal((5, 5)))
+    L = np.linalg.cholesky(A)
+    ref = B.cholesky_vjp(L, Lbar)
+    got = B.to_numpy(B.cholesky_vjp(to_xp(L), to_xp(Lbar)))
+    np.testing.assert_allclose(got, ref, rtol=1e3 * tol, atol=1e3 * tol)

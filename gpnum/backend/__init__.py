@@ -7,7 +7,7 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 """
 
 from gpnum.backend._convert import asarray, device_of, get_namespace, host_device, is_array, to_numpy
-from gpnum.backend._linalg import cho_solve, cholesky, default_jitter, solve_triangular
+from gpnum.backend._linalg import cho_solve, cholesky, cholesky_vjp, default_jitter, solve_triangular
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
 from gpnum.backend._random import Generator, default_rng
 
@@ -18,6 +18,7 @@ __all__ = [
     "backend_name",
     "cho_solve",
     "cholesky",
+    "cholesky_vjp",
     "default_dtype",
     "default_jitter",
     "default_rng",

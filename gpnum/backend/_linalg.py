@@ -13,7 +13,7 @@ import array_api_compat
 from gpnum.backend._convert import get_namespace
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
-__all__ = ["cholesky", "solve_triangular", "cho_solve", "default_jitter"]
+__all__ = ["cholesky", "cholesky_vjp", "solve_triangular", "cho_solve", "default_jitter"]
 
 
 def default_jitter(dtype, xp) -> float:
@@ -165,3 +165,22 @@ def solve_triangular(L, B, *, lower: bool = True, trans: bool = False):
 def cho_solve(L, B):
     """Solve ``(L L^T) X = B`` given the lower Cholesky factor ``L`` (n, n); ``B`` (n,) or (n, k)."""
     return solve_triangular(L, solve_triangular(L, B, lower=True), lower=True, trans=True)
+
+
+def cholesky_vjp(L, L_bar):
+    """Backward pass of the Cholesky factorisation ``A = L L^T``.
+
+    Given the lower factor ``L`` (n, n) and the cotangent ``L_bar`` (n, n; only its lower triangle
+    is read), returns the symmetric gradient ``A_bar`` (n, n) with
+    ``sum(L_bar * dL) = sum(A_bar * dA)`` for every symmetric ``dA`` (the convention of
+    docs/gradients.md). Murray (2016), "Differentiation of the Cholesky decomposition":
+    ``P = Phi(L^T L_bar)`` (lower triangle, diagonal halved), ``A_bar = sym(L^{-T} P L^{-1})``.
+    Costs O(n^3): two triangular solves with n right-hand sides.
+    """
+    xp = get_namespace(L, L_bar)
+    P = xp.tril(L.T @ xp.tril(L_bar))
+    P = P - 0.5 * xp.tril(xp.triu(P))  # halve the diagonal
+    # L^{-T} P L^{-1} = L^{-T} (L^{-T} P^T)^T
+    S = solve_triangular(L, P, lower=True, trans=True)
+    S = solve_triangular(L, S.T, lower=True, trans=True)
+    return 0.5 * (S + S.T)
