@@ -11,6 +11,10 @@ import dataclasses
 import functools
 import gzip
 import io
+import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +73,26 @@ def test_bundled_files_are_the_shared_data():
     assert sorted(p.name for p in DATA_DIR.glob("*.csv.gz")) == shared
     for filename in shared:
         assert (DATA_DIR / filename).read_bytes() == (SHARED_DIR / filename).read_bytes(), filename
+
+
+def test_loads_from_a_zipped_package(tmp_path):
+    """Data are read through importlib.resources, so an installed (even zipped) package works."""
+    package = Path(D.__file__).parents[1]
+    archive = tmp_path / "gpnum.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in package.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, path.relative_to(package.parent))
+    code = ("import gpnum.datasets as D; ds = D.load('energy', split=2, xp='numpy'); "
+            "print(D.__file__, ds.n_train, ds.n_test)")
+    env = {**os.environ, "PYTHONPATH": str(archive), "GPNUM_BACKEND": "numpy"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    where, n_train, n_test = out.stdout.split()
+    assert where.startswith(str(archive))
+    assert (int(n_train), int(n_test)) == (768 - int(raw_mask("energy")[:, 2].sum()),
+                                           int(raw_mask("energy")[:, 2].sum()))
 
 
 def test_available_matches_the_raw_files():
@@ -358,7 +382,8 @@ def test_load_csv_classification(tmp_path):
     assert ds.likelihood == "bernoulli" and ds.task == "classification"
     np.testing.assert_array_equal(ds.y_train, t[ds.train_index, 2])
     t[3, 2] = 2.0
-    with pytest.raises(ValueError, match="classification expects labels 0 and 1, got values 0, 1, 2"):
+    with pytest.raises(ValueError,
+                       match="classification expects labels 0 and 1, got values 0, 1, 2"):
         D.load_csv(_write(tmp_path / "bad.csv", _csv_text(t)), task="classification")
 
 
@@ -380,7 +405,8 @@ def test_load_csv_with_test_masks(tmp_path):
         D.load_csv(data, split=0, test_mask=short)
     mask[4, 1] = 3
     three = _write(tmp_path / "three.csv", "\n".join(",".join(map(str, r)) for r in mask))
-    with pytest.raises(ValueError, match=r"expected only 0 and 1, got 3 in row 4 \(0-based\), column 1"):
+    with pytest.raises(ValueError,
+                       match=r"expected only 0 and 1, got 3 in row 4 \(0-based\), column 1"):
         D.load_csv(data, split=1, test_mask=three)
     empty_col = _write(tmp_path / "e.csv", "\n".join("0,1" for _ in range(20)))
     with pytest.raises(ValueError, match="column 0 of 'm' must mark at least one test row"):
@@ -396,7 +422,8 @@ def test_load_csv_non_finite_cell(tmp_path, cell, what):
         D.load_csv(_write(tmp_path / "bad.csv", text))
 
 
-@pytest.mark.parametrize("cell,what", [("abc", "'abc'"), ("", "an empty cell"), ("1.2.3", "'1.2.3'")])
+@pytest.mark.parametrize("cell,what", [("abc", "'abc'"), ("", "an empty cell"),
+                                       ("1.2.3", "'1.2.3'")])
 def test_load_csv_non_numeric_cell(tmp_path, cell, what):
     text = "1,2,3\n4,5,6\n\n7,8," + cell + "\n"
     with pytest.raises(ValueError, match=r"line 4, column 2 \('col2'\): expected a number, got "
@@ -410,7 +437,8 @@ def test_load_csv_ragged_row(tmp_path):
 
 
 def test_load_csv_header_without_inference_is_a_bad_cell(tmp_path):
-    with pytest.raises(ValueError, match=r"line 1, column 0 \('col0'\): expected a number, got 'a'"):
+    with pytest.raises(ValueError,
+                       match=r"line 1, column 0 \('col0'\): expected a number, got 'a'"):
         D.load_csv(_write(tmp_path / "h.csv", "a,b\n1,2\n3,4\n"), header=None)
     with pytest.raises(ValueError, match="header: expected None or 'infer', got True"):
         D.load_csv(_write(tmp_path / "h2.csv", "1,2\n3,4\n"), header=True)

@@ -30,7 +30,7 @@ def _clean(cell: str) -> str:
 
 
 def _data_lines(lines, first):
-    """Yield ``(line_number, line)`` of the non-blank lines from index ``first`` (1-based numbers)."""
+    """Yield ``(line_number, line)``, 1-based, of the non-blank lines from index ``first``."""
     for i in range(first, len(lines)):
         if lines[i].strip():
             yield i + 1, lines[i]

@@ -107,7 +107,7 @@ class Dataset:
         return int(self.test_index.shape[0])
 
     def standardize_x(self, X):
-        """Map raw inputs ``X`` (shape ``(n, d)``, any backend) to the model's standardised inputs."""
+        """Map raw inputs ``X`` of shape ``(n, d)`` (any backend) to standardised inputs."""
         xp = get_namespace(X)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ShapeError(f"X: expected shape (n, {self.n_features}), got "
@@ -144,8 +144,8 @@ def random_split(n: int, seed):
     """Random train / validation / test indices in the proportions 75 / 10 / 15.
 
     ``n_train = floor(0.75 n)``, ``n_val = floor(0.10 n)``, the test part takes the rest (for
-    precip's 101,270 rows: 75,952 / 10,127 / 15,191, the training size of Pleiss et al. 2020,
-    Table 1). The permutation comes from NumPy's PCG64 seeded with ``seed``, so it is the same
+    precip's 101,270 rows: 75,952 / 10,127 / 15,191, the training size N reported by Pleiss et al.
+    2020). The permutation comes from NumPy's PCG64 seeded with ``seed``, so it is the same
     on every backend and machine. Each part's indices are sorted.
     """
     seed = _check_seed(seed)
@@ -187,12 +187,13 @@ def mask_split(mask: np.ndarray, split, *, name: str):
 def check_mask(mask: np.ndarray, n_rows: int, *, source: str) -> np.ndarray:
     """Validate a 0/1 test-mask table against a data table of ``n_rows`` rows."""
     if mask.shape[0] != n_rows:
-        raise ValueError(f"{source}: expected {n_rows} rows (one per data row), got {mask.shape[0]}")
+        raise ValueError(f"{source}: expected {n_rows} rows (one per data row), "
+                         f"got {mask.shape[0]}")
     bad = (mask != 0) & (mask != 1)
     if bad.any():
         r, j = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(f"{source}: expected only 0 and 1, got {mask[r, j]:g} in row {r} (0-based), "
-                         f"column {j}")
+        raise ValueError(f"{source}: expected only 0 and 1, got {mask[r, j]:g} in row {r} "
+                         f"(0-based), column {j}")
     return mask
 
 
@@ -232,7 +233,8 @@ def build_dataset(data: np.ndarray, *, target: int, name: str, task: str, likeli
     if likelihood is None:
         likelihood = TASKS[task][0]
     if likelihood not in LIKELIHOODS:
-        raise ValueError(f"likelihood: expected one of {', '.join(LIKELIHOODS)}, got {likelihood!r}")
+        raise ValueError(f"likelihood: expected one of {', '.join(LIKELIHOODS)}, "
+                         f"got {likelihood!r}")
     if likelihood not in TASKS[task]:
         raise ValueError(f"likelihood: {likelihood!r} does not suit task {task!r}; expected one of "
                          f"{', '.join(TASKS[task])}")
@@ -251,7 +253,7 @@ def build_dataset(data: np.ndarray, *, target: int, name: str, task: str, likeli
             raise ValueError(f"target column {names[target]!r} of {name!r}: classification expects "
                              f"labels 0 and 1, got values {shown}")
 
-    if isinstance(split, str) and split != "random" or not isinstance(split, (str, int, np.integer)):
+    if split != "random" and not isinstance(split, (int, np.integer)):
         raise ValueError(f"split: expected 'random' or an integer mask index, got {split!r}")
     if split == "random":
         seed = _check_seed(seed)

@@ -22,8 +22,8 @@ def load(name: str, *, split="random", seed=0, standardize: bool = True, xp=None
         See :func:`available` for sizes and tasks.
     split : "random" or int
         ``"random"``: a 75 / 10 / 15 % train / validation / test split drawn from ``seed``
-        (Pleiss et al. 2020, Sec. 5). An integer ``i`` in ``0..9``: the fixed 90 / 10 train /
-        test mask ``i`` shipped with elevators, bike and energy (empty validation part).
+        (the protocol of Pleiss et al. 2020). An integer ``i`` in ``0..9``: the fixed 90 / 10
+        train / test mask ``i`` shipped with elevators, bike and energy (empty validation part).
     seed : int
         Seed of the random split (ignored for a fixed mask).
     standardize : bool

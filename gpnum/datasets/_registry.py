@@ -15,7 +15,8 @@ import numpy as np
 
 from gpnum.datasets._csv import read_table
 
-__all__ = ["DatasetInfo", "BUNDLED", "available", "bundled_file", "read_bundled", "read_bundled_mask"]
+__all__ = ["DatasetInfo", "BUNDLED", "available", "bundled_file", "read_bundled",
+           "read_bundled_mask", "unknown_name_error"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def unknown_name_error(name) -> ValueError:
 
 
 def bundled_file(filename: str):
-    """The packaged file ``gpnum/datasets/data/<filename>`` as an importlib.resources Traversable."""
+    """The packaged file ``gpnum/datasets/data/<filename>``, a Traversable."""
     return resources.files("gpnum.datasets").joinpath("data", filename)
 
 
