@@ -1,0 +1,46 @@
+"""Observation models ``p(y | f)``: variational expectations, predictive densities, gradients.
+
+Every likelihood is a :class:`gpnum.params.Parameterised` object with parameters in natural
+form and offers
+
+- ``variational_expectations(y, mu, var)`` -> (n,): ``E_{N(f; mu, var)}[log p(y | f)]``;
+- ``variational_expectations_and_grad(y, mu, var)`` -> ``(ve, {"mu", "var", "params"})``;
+- ``predictive_log_density(y, mu, var)`` -> (n,): ``log E_{N(f; mu, var)}[p(y | f)]``;
+- ``predict_mean_and_var(mu, var)`` -> mean and variance of ``y``;
+- ``check_targets(y)``: a clear error for targets outside the support.
+
+:class:`Gaussian` is closed form; the others use a Gauss-Hermite rule whose derivative is
+taken exactly (design.md section 4.4).
+"""
+
+from gpnum.likelihoods._base import Likelihood
+from gpnum.likelihoods._bernoulli import Bernoulli
+from gpnum.likelihoods._gaussian import Gaussian
+from gpnum.likelihoods._quadrature import gauss_hermite
+from gpnum.likelihoods._robust_max import RobustMax
+from gpnum.likelihoods._special import (
+    erfcx,
+    log_gamma_half_ratio,
+    log_gamma_half_ratio_and_grad,
+    log_ndtr,
+    log_ndtr_and_grad,
+    logsumexp,
+    ndtr,
+)
+from gpnum.likelihoods._student_t import StudentT
+
+__all__ = [
+    "Bernoulli",
+    "Gaussian",
+    "Likelihood",
+    "RobustMax",
+    "StudentT",
+    "erfcx",
+    "gauss_hermite",
+    "log_gamma_half_ratio",
+    "log_gamma_half_ratio_and_grad",
+    "log_ndtr",
+    "log_ndtr_and_grad",
+    "logsumexp",
+    "ndtr",
+]

@@ -1,0 +1,110 @@
+"""Binary classification: Bernoulli observations through a probit or logit link."""
+
+from __future__ import annotations
+
+from gpnum.backend import get_namespace, to_numpy
+from gpnum.likelihoods._base import Likelihood
+from gpnum.likelihoods._special import log_ndtr, log_ndtr_and_grad, ndtr
+
+__all__ = ["Bernoulli"]
+
+_LINKS = ("probit", "logit")
+
+
+class Bernoulli(Likelihood):
+    """``p(y = 1 | f) = link(f)`` for labels ``y`` in {0, 1}.
+
+    Parameters
+    ----------
+    link : {"probit", "logit"}, default "probit"
+        ``Phi(f)`` (standard normal CDF) or ``sigmoid(f)``.
+    num_gauss_hermite : int, default 20
+        Nodes of the Gauss-Hermite rule.
+    xp, dtype, device : optional
+        Namespace, dtype and device (this likelihood has no parameters; ``params`` gradients
+        are an empty dict).
+
+    Notes
+    -----
+    ``log p(y | f) = log link(s f)`` with ``s = 2 y - 1``, evaluated in log space
+    (:func:`~gpnum.likelihoods.log_ndtr`, ``-logaddexp(0, -s f)``) so that confident wrong
+    predictions give large finite penalties instead of ``log(0)``.
+    Variational expectations use Gauss-Hermite quadrature. Measured against
+    ``scipy.integrate.quad`` in float64 for ``|mu| <= 3``, ``var <= 2``: probit at the default
+    20 nodes ~1e-9 relative (max ~3e-9), logit ~1e-9; with 100 nodes ~1e-13.
+    Probit predictions are exact: ``P(y = 1) = Phi(mu / sqrt(1 + var))``. Logit predictions use
+    the same rule (error ~1e-7 relative at 20 nodes for ``var <= 2``).
+    """
+
+    def __init__(self, link="probit", num_gauss_hermite=20, *, xp=None, dtype=None,
+                 device=None):
+        if link not in _LINKS:
+            raise ValueError(f"link: expected one of {_LINKS}, got {link!r}")
+        self.link = link
+        self._init_likelihood(num_gauss_hermite, xp, dtype, device)
+
+    # -- targets -------------------------------------------------------------------------------
+
+    def _targets_ok(self, xp, y):
+        if xp.isdtype(y.dtype, "bool"):
+            return xp.asarray(True, device=y.device)
+        if xp.isdtype(y.dtype, "integral"):
+            return xp.all((y == 0) | (y == 1))
+        return xp.all((y == 0.0) | (y == 1.0))
+
+    def _targets_message(self, xp, y):
+        if xp.isdtype(y.dtype, "real floating") and not bool(xp.all(xp.isfinite(y))):
+            return super()._targets_message(xp, y)
+        zero, one = (0, 1) if xp.isdtype(y.dtype, "integral") else (0.0, 1.0)
+        bad = (y != zero) & (y != one)
+        n_bad = int(xp.sum(xp.astype(bad, xp.int32)))
+        lo, hi = to_numpy(xp.min(y)).item(), to_numpy(xp.max(y)).item()
+        return (f"y: expected labels in {{0, 1}}, got {n_bad} value(s) outside (y ranges over "
+                f"[{lo}, {hi}])")
+
+    # -- log-density at the nodes --------------------------------------------------------------
+
+    def _log_density_and_grads(self, y, f, params, want_grad):
+        xp = get_namespace(f)
+        s = 2.0 * y - 1.0
+        z = s * f
+        if self.link == "probit":
+            if not want_grad:
+                return log_ndtr(z), None, None
+            logp, dlogp = log_ndtr_and_grad(z)
+            return logp, s * dlogp, {}
+        zeros = xp.zeros_like(z)
+        logp = -xp.logaddexp(zeros, -z)
+        if not want_grad:
+            return logp, None, None
+        return logp, s * xp.exp(-xp.logaddexp(zeros, z)), {}  # s * sigmoid(-z)
+
+    # -- predictions ---------------------------------------------------------------------------
+
+    def predictive_log_density(self, y, mu, var, *, check=True):
+        """Per-point ``log P(y | mu, var)`` (n,); exact for probit,
+        ``log Phi(s mu / sqrt(1 + var))``, Gauss-Hermite in log space for logit."""
+        if self.link == "logit":
+            return super().predictive_log_density(y, mu, var, check=check)
+        xp, yf = self._validate(y, mu, var, check)
+        return log_ndtr((2.0 * yf - 1.0) * mu / xp.sqrt(1.0 + var))
+
+    def predict_mean_and_var(self, mu, var, *, check=True):
+        """``(p, p (1 - p))`` with ``p = P(y = 1)``, each (n,).
+
+        ``1 - p`` is computed as ``P(y = 0)`` directly, so ``p (1 - p)`` keeps its relative
+        accuracy when ``p`` is close to one.
+        """
+        xp, _ = self._validate(None, mu, var, check)
+        if self.link == "probit":
+            z = mu / xp.sqrt(1.0 + var)
+            p1, p0 = ndtr(z), ndtr(-z)
+        else:
+            f, t, w, logw, sd = self._nodes(mu, var)
+            zeros = xp.zeros_like(f)
+            p1 = xp.exp(-xp.logaddexp(zeros, -f)) @ w
+            p0 = xp.exp(-xp.logaddexp(zeros, f)) @ w
+        return p1, p1 * p0
+
+    def __repr__(self):
+        return f"Bernoulli(link={self.link!r}, num_gauss_hermite={self.num_gauss_hermite})"
