@@ -1,0 +1,208 @@
+"""The kernel interface shared by every covariance function, and its input checks."""
+
+from __future__ import annotations
+
+from gpnum.backend import device_of, get_namespace, is_array, namespace, to_numpy
+from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.params import Parameterised, softplus
+
+__all__ = ["Kernel"]
+
+
+class Kernel(Parameterised):
+    """Base class of covariance functions ``k(x, x')`` on rows of ``(n, d)`` arrays.
+
+    Parameters are held in natural (positive) form, see :class:`gpnum.params.Parameterised`;
+    the unconstrained form used by the optimisers is the softplus inverse, and
+    :meth:`grad_to_unconstrained` applies its chain rule.
+
+    Public methods validate their inputs (2-D, finite, the kernel's namespace, dtype and device,
+    matching columns) and then call the private ``_gram``, ``_diag``, ``_gram_vjp`` and
+    ``_diag_vjp`` that subclasses implement, where ``X2 is None`` means "the same set as X1".
+    """
+
+    # ----------------------------------------------------------------- construction helpers
+    def _setup_namespace(self, xp, dtype, device, *values):
+        """Namespace, dtype and device from the arguments, else from array-valued parameters."""
+        arrays = [v for v in values if is_array(v)]
+        if xp is None and arrays:
+            xp = get_namespace(*arrays)
+            if device is None:
+                device = device_of(arrays[0])
+            if dtype is None and xp.isdtype(arrays[0].dtype, "real floating"):
+                dtype = arrays[0].dtype
+        if isinstance(dtype, str):
+            dtype = getattr(namespace() if xp is None else xp, dtype)
+        self._init_namespace(xp, dtype, device)
+
+    def _require_ndim(self, name, ndims):
+        arr = getattr(self, name)
+        if arr.ndim not in ndims:
+            want = " or ".join("()" if k == 0 else "(d,)" if k == 1 else f"{k}-D" for k in ndims)
+            raise ShapeError(f"{name}: expected shape {want}, got {describe_shape(arr.shape)}")
+
+    # ------------------------------------------------------------------------ validation
+    def _reference(self):
+        """One parameter array: carries the kernel's namespace and device."""
+        return next(iter(self.parameters().values()))
+
+    def _check_dim(self, d: int, name: str) -> None:
+        """Subclasses with per-dimension parameters check the number of input columns here."""
+
+    def _check_input(self, X, name):
+        if not is_array(X):
+            raise TypeError(f"{name}: expected a 2-D array of shape (n, d), got "
+                            f"{type(X).__name__}")
+        ref = self._reference()
+        get_namespace(X, ref)  # raises a clear TypeError when libraries are mixed
+        if X.ndim != 2:
+            raise ShapeError(f"{name}: expected a 2-D array of shape (n, d), got shape "
+                             f"{describe_shape(X.shape)}")
+        if X.shape[0] < 1 or X.shape[1] < 1:
+            raise ShapeError(f"{name}: expected at least one row and one column, got shape "
+                             f"{describe_shape(X.shape)}")
+        if X.dtype != self.dtype:
+            raise TypeError(f"{name}: expected dtype {self.dtype} (the kernel's), got {X.dtype}; "
+                            "construct the kernel with dtype=X.dtype or convert X")
+        if device_of(X) != device_of(ref):
+            raise ValueError(f"{name}: expected an array on the kernel's device "
+                             f"{device_of(ref)}, got one on {device_of(X)}")
+        check_finite(self.xp, X, name)
+        self._check_dim(X.shape[1], name)
+        return X
+
+    def _check_inputs(self, X1, X2):
+        X1 = self._check_input(X1, "X1")
+        if X2 is not None:
+            X2 = self._check_input(X2, "X2")
+            if X2.shape[1] != X1.shape[1]:
+                raise ShapeError(f"X2: expected shape ({X2.shape[0]}, {X1.shape[1]}) to match "
+                                 f"the {X1.shape[1]} columns of X1, got "
+                                 f"{describe_shape(X2.shape)}")
+        return X1, X2
+
+    def _check_cotangent(self, G, shape, name):
+        if not is_array(G):
+            raise TypeError(f"{name}: expected an array of shape {describe_shape(shape)}, got "
+                            f"{type(G).__name__}")
+        get_namespace(G, self._reference())
+        if tuple(G.shape) != tuple(shape):
+            raise ShapeError(f"{name}: expected shape {describe_shape(shape)}, got "
+                             f"{describe_shape(G.shape)}")
+        if G.dtype != self.dtype:
+            raise TypeError(f"{name}: expected dtype {self.dtype} (the kernel's), got {G.dtype}")
+        check_finite(self.xp, G, name)
+        return G
+
+    # -------------------------------------------------------------------------- public API
+    def __call__(self, X1, X2=None):
+        """Gram matrix ``K[i, j] = k(X1[i], X2[j])``, shape (n1, n2); ``X2=None`` means X1."""
+        return self.gram(X1, X2)
+
+    def gram(self, X1, X2=None):
+        """Gram matrix ``K[i, j] = k(X1[i], X2[j])``.
+
+        Parameters
+        ----------
+        X1 : array (n1, d)
+        X2 : array (n2, d), optional
+            Defaults to ``X1``; the result is then exactly symmetric.
+
+        Returns
+        -------
+        K : array (n1, n2)
+        """
+        X1, X2 = self._check_inputs(X1, X2)
+        return self._gram(X1, X2)
+
+    def diag(self, X):
+        """Diagonal ``k(X[i], X[i])`` of the gram matrix of ``X`` (n, d), shape (n,)."""
+        X = self._check_input(X, "X")
+        return self._diag(X)
+
+    def gram_vjp(self, G, X1, X2=None):
+        """Gradient of ``sum(G * k(X1, X2))`` w.r.t. the parameters and the inputs.
+
+        Parameters
+        ----------
+        G : array (n1, n2)
+            Cotangent of the gram matrix.
+        X1 : array (n1, d)
+        X2 : array (n2, d), optional
+            Defaults to ``X1``.
+
+        Returns
+        -------
+        dict
+            ``{"params": {name: array shaped like the parameter}, "X1": (n1, d), "X2": (n2, d)}``.
+            When ``X2`` is None, ``"X2"`` is None and ``"X1"`` holds the row and the column
+            contributions (the gradient w.r.t. the one set of points).
+        """
+        X1, X2 = self._check_inputs(X1, X2)
+        n2 = X1.shape[0] if X2 is None else X2.shape[0]
+        G = self._check_cotangent(G, (X1.shape[0], n2), "G")
+        params, g1, g2 = self._gram_vjp(G, X1, X2)
+        return {"params": params, "X1": g1, "X2": g2}
+
+    def diag_vjp(self, g, X):
+        """Gradient of ``sum(g * k.diag(X))``: ``{"params": {...}, "X": (n, d)}``."""
+        X = self._check_input(X, "X")
+        g = self._check_cotangent(g, (X.shape[0],), "g")
+        params, gX = self._diag_vjp(g, X)
+        return {"params": params, "X": gX}
+
+    # ------------------------------------------------------------------- to be implemented
+    def _gram(self, X1, X2):
+        raise NotImplementedError
+
+    def _diag(self, X):
+        raise NotImplementedError
+
+    def _gram_vjp(self, G, X1, X2):
+        raise NotImplementedError
+
+    def _diag_vjp(self, g, X):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------- parameters
+    def _prepare(self, values: dict) -> list:
+        """Validate and convert ``{name: value}``; returns ``[(owner, name, array)]``."""
+        unknown = set(values) - set(self._param_names)
+        if unknown:
+            raise KeyError(f"unknown parameter(s) {sorted(unknown)}; this kernel has "
+                           f"{list(self._param_names)}")
+        return [(self, n, self._convert_param(n, v)) for n, v in values.items()]
+
+    def _natural(self, values: dict) -> dict:
+        """Unconstrained values -> natural ones (softplus of the positive parameters)."""
+        return {n: softplus(v) if n in self._positive else v for n, v in values.items()}
+
+    def _leaves(self) -> list:
+        return [self]
+
+    # ------------------------------------------------------------------------ composition
+    def __add__(self, other):
+        from gpnum.kernels._composite import Sum
+
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return Sum(self, other)
+
+    def __mul__(self, other):
+        from gpnum.kernels._composite import Product
+
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return Product(self, other)
+
+    def __repr__(self):
+        def fmt(v):
+            a = to_numpy(v)
+            return repr(a.tolist()) if a.ndim else repr(float(a))
+
+        extra = self._repr_extra()
+        parts = extra + [f"{n}={fmt(v)}" for n, v in self.parameters().items()]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _repr_extra(self) -> list:
+        return []

@@ -1,0 +1,172 @@
+"""Stationary kernels of the scaled distance: RBF and the Matern family, scalar or ARD.
+
+Each is ``k(x, x') = variance * h(r)`` with ``r^2 = sum_k (x_k - x'_k)^2 / lengthscale_k^2``
+(Rasmussen & Williams 2006, section 4.2). The lengthscale has shape () (shared) or (d,)
+(automatic relevance determination, one per input column).
+
+Gradients are written through ``dh/d(r^2)``, which is finite at ``r = 0`` for RBF, Matern-3/2 and
+Matern-5/2, so coincident points need no special case. Matern-1/2 is ``exp(-r)``: not
+differentiable in the inputs at coincident points, where ``dh/d(r^2) = -exp(-r) / (2 r)`` is
+unbounded. There gpnum takes the zero subgradient (the centre of the set of one-sided
+derivatives, which are ``-|direction| / lengthscale`` in every direction): input gradients get no
+contribution from exactly coincident pairs. Hyper-parameter gradients are exact everywhere,
+because a coincident pair stays at ``r = 0`` whatever the lengthscale.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import device_of, get_namespace
+from gpnum.errors import ShapeError, describe_shape
+from gpnum.kernels._base import Kernel
+from gpnum.kernels._distance import sqdist, sqdist_vjp
+
+__all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52"]
+
+_SQRT3 = math.sqrt(3.0)
+_SQRT5 = math.sqrt(5.0)
+
+
+class Stationary(Kernel):
+    """``variance * h(r)`` of the lengthscale-scaled distance ``r``; subclasses give ``h``.
+
+    Parameters
+    ----------
+    lengthscale : float or array () or (d,)
+        Positive lengthscale, shared or one per input column (ARD).
+    variance : float or array ()
+        Positive signal variance ``k(x, x)``.
+    xp, dtype, device : optional
+        Namespace, floating dtype and device of the parameters (default: those of an array
+        argument, else ``GPNUM_BACKEND`` / ``GPNUM_DTYPE``). Inputs must match them.
+    """
+
+    _param_names = ("lengthscale", "variance")
+    _positive = ("lengthscale", "variance")
+
+    def __init__(self, lengthscale=1.0, variance=1.0, *, xp=None, dtype=None, device=None):
+        self._setup_namespace(xp, dtype, device, lengthscale, variance)
+        self.lengthscale = lengthscale
+        self.variance = variance
+        self._require_ndim("lengthscale", (0, 1))
+        self._require_ndim("variance", (0,))
+
+    def _check_dim(self, d, name):
+        ell = self.lengthscale
+        if ell.ndim == 1 and ell.shape[0] != d:
+            raise ShapeError(f"{name}: expected {ell.shape[0]} columns to match lengthscale of "
+                             f"shape {describe_shape(ell.shape)}, got {d}")
+
+    # h(r) and dh/d(r^2), both as functions of r^2 ---------------------------------------
+    def _profile(self, r2):
+        raise NotImplementedError
+
+    def _profile_and_slope(self, r2):
+        raise NotImplementedError
+
+    def _scaled(self, X1, X2):
+        ell = self.lengthscale
+        return X1 / ell, (None if X2 is None else X2 / ell)
+
+    def _gram(self, X1, X2):
+        A, B = self._scaled(X1, X2)
+        return self.variance * self._profile(sqdist(A, B))
+
+    def _diag(self, X):
+        xp = get_namespace(X)
+        return xp.zeros((X.shape[0],), dtype=X.dtype, device=device_of(X)) + self.variance
+
+    def _gram_vjp(self, G, X1, X2):
+        xp = get_namespace(X1)
+        ell = self.lengthscale
+        A, B = self._scaled(X1, X2)
+        r2 = sqdist(A, B)
+        h, slope = self._profile_and_slope(r2)
+        g_var = xp.sum(G * h)
+        W = G * (self.variance * slope)  # cotangent of r^2
+        ard = ell.ndim == 1
+        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
+        # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
+        g_ell = -2.0 * S / ell if ard else (-2.0 / ell) * xp.sum(W * r2)
+        params = {"lengthscale": g_ell, "variance": g_var}
+        return params, gA / ell, (None if gB is None else gB / ell)
+
+    def _diag_vjp(self, g, X):
+        xp = get_namespace(X)
+        params = {"lengthscale": xp.zeros_like(self.lengthscale), "variance": xp.sum(g)}
+        return params, xp.zeros_like(X)
+
+
+class RBF(Stationary):
+    """Squared-exponential kernel ``variance * exp(-r^2 / 2)``.
+
+    Infinitely differentiable; see :class:`Stationary` for the parameters.
+    """
+
+    def _profile(self, r2):
+        xp = get_namespace(r2)
+        return xp.exp(-0.5 * r2)
+
+    def _profile_and_slope(self, r2):
+        h = self._profile(r2)
+        return h, -0.5 * h
+
+
+class Matern12(Stationary):
+    """Matern-1/2 (exponential, Ornstein-Uhlenbeck) kernel ``variance * exp(-r)``.
+
+    At exactly coincident points the input gradient uses the zero subgradient (module notes);
+    hyper-parameter gradients are exact. See :class:`Stationary` for the parameters.
+    """
+
+    def _profile(self, r2):
+        xp = get_namespace(r2)
+        return xp.exp(-xp.sqrt(r2))
+
+    def _profile_and_slope(self, r2):
+        xp = get_namespace(r2)
+        r = xp.sqrt(r2)
+        h = xp.exp(-r)
+        positive = r2 > 0.0
+        safe_r = xp.where(positive, r, xp.ones_like(r))  # no division by zero, even unused
+        slope = xp.where(positive, -0.5 * h / safe_r, xp.zeros_like(r))
+        return h, slope
+
+
+class Matern32(Stationary):
+    """Matern-3/2 kernel ``variance * (1 + sqrt(3) r) exp(-sqrt(3) r)``.
+
+    Once differentiable; ``dh/d(r^2) = -3/2 exp(-sqrt(3) r)`` is finite at ``r = 0``.
+    See :class:`Stationary` for the parameters.
+    """
+
+    def _profile(self, r2):
+        xp = get_namespace(r2)
+        sr = _SQRT3 * xp.sqrt(r2)
+        return (1.0 + sr) * xp.exp(-sr)
+
+    def _profile_and_slope(self, r2):
+        xp = get_namespace(r2)
+        sr = _SQRT3 * xp.sqrt(r2)
+        e = xp.exp(-sr)
+        return (1.0 + sr) * e, -1.5 * e
+
+
+class Matern52(Stationary):
+    """Matern-5/2 kernel ``variance * (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``.
+
+    Twice differentiable; ``dh/d(r^2) = -5/6 (1 + sqrt(5) r) exp(-sqrt(5) r)``.
+    See :class:`Stationary` for the parameters.
+    """
+
+    def _profile(self, r2):
+        xp = get_namespace(r2)
+        sr = _SQRT5 * xp.sqrt(r2)
+        return (1.0 + sr + (5.0 / 3.0) * r2) * xp.exp(-sr)
+
+    def _profile_and_slope(self, r2):
+        xp = get_namespace(r2)
+        sr = _SQRT5 * xp.sqrt(r2)
+        e = xp.exp(-sr)
+        return (1.0 + sr + (5.0 / 3.0) * r2) * e, (-5.0 / 6.0) * (1.0 + sr) * e
