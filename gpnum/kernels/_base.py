@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpnum.backend import device_of, get_namespace, is_array, namespace, to_numpy
+from gpnum.backend import asarray, device_of, get_namespace, is_array, namespace, to_numpy
 from gpnum.errors import ShapeError, check_finite, describe_shape
-from gpnum.params import Parameterised, softplus
+from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
 
 __all__ = ["Kernel"]
 
@@ -142,14 +142,14 @@ class Kernel(Parameterised):
         n2 = X1.shape[0] if X2 is None else X2.shape[0]
         G = self._check_cotangent(G, (X1.shape[0], n2), "G")
         params, g1, g2 = self._gram_vjp(G, X1, X2)
-        return {"params": params, "X1": g1, "X2": g2}
+        return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
 
     def diag_vjp(self, g, X):
         """Gradient of ``sum(g * k.diag(X))``: ``{"params": {...}, "X": (n, d)}``."""
         X = self._check_input(X, "X")
         g = self._check_cotangent(g, (X.shape[0],), "g")
         params, gX = self._diag_vjp(g, X)
-        return {"params": params, "X": gX}
+        return {"params": self._as_arrays(params), "X": gX}
 
     # ------------------------------------------------------------------- to be implemented
     def _gram(self, X1, X2):
@@ -173,9 +173,39 @@ class Kernel(Parameterised):
                            f"{list(self._param_names)}")
         return [(self, n, self._convert_param(n, v)) for n, v in values.items()]
 
+    def _as_arrays(self, values: dict) -> dict:
+        """Values as arrays of the kernel's namespace, dtype and device.
+
+        NumPy turns 0-d results into NumPy scalars, which are not arrays; this keeps every
+        returned parameter or gradient a genuine (possibly 0-d) array.
+        """
+        device = device_of(self._reference())
+        return {n: asarray(v, dtype=self.dtype, xp=self.xp, device=device)
+                for n, v in values.items()}
+
     def _natural(self, values: dict) -> dict:
         """Unconstrained values -> natural ones (softplus of the positive parameters)."""
+        values = self._as_arrays(values)
         return {n: softplus(v) if n in self._positive else v for n, v in values.items()}
+
+    def unconstrained(self) -> dict:
+        """Parameters in unconstrained form: the softplus inverse of the positive ones."""
+        return self._as_arrays({n: softplus_inverse(v) if n in self._positive else v
+                                for n, v in self.parameters().items()})
+
+    def set_unconstrained(self, values: dict) -> None:
+        """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
+        self.set_parameters(self._natural(values))
+
+    def grad_to_unconstrained(self, grads: dict) -> dict:
+        """Chain rule: natural-form gradients -> gradients w.r.t. the unconstrained values."""
+        unknown = set(grads) - set(self._param_names)
+        if unknown:
+            raise KeyError(f"unknown parameter(s) {sorted(unknown)}; this kernel has "
+                           f"{list(self._param_names)}")
+        grads = self._as_arrays(grads)
+        return self._as_arrays({n: g * softplus_grad(getattr(self, n)) if n in self._positive
+                                else g for n, g in grads.items()})
 
     def _leaves(self) -> list:
         return [self]
