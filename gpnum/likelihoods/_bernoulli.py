@@ -29,11 +29,12 @@ class Bernoulli(Likelihood):
     ``log p(y | f) = log link(s f)`` with ``s = 2 y - 1``, evaluated in log space
     (:func:`~gpnum.likelihoods.log_ndtr`, ``-logaddexp(0, -s f)``) so that confident wrong
     predictions give large finite penalties instead of ``log(0)``.
-    Variational expectations use Gauss-Hermite quadrature. Measured against
-    ``scipy.integrate.quad`` in float64 for ``|mu| <= 3``, ``var <= 2``: probit at the default
-    20 nodes ~1e-9 relative (max ~3e-9), logit ~1e-9; with 100 nodes ~1e-13.
-    Probit predictions are exact: ``P(y = 1) = Phi(mu / sqrt(1 + var))``. Logit predictions use
-    the same rule (error ~1e-7 relative at 20 nodes for ``var <= 2``).
+    Variational expectations use Gauss-Hermite quadrature. Relative error against
+    ``scipy.integrate.quad``, float64, ``|mu| <= 3``, 40 random points, 20 nodes (default):
+    probit max 5e-12 at ``var = 0.5``, 7e-9 at ``var = 1`` (median 2e-11), 6e-7 at ``var = 2``;
+    logit max 2e-14, 5e-11 and 3e-8 at the same variances; 100 nodes reach 1e-15 throughout.
+    Probit predictions are exact: ``P(y = 1) = Phi(mu / sqrt(1 + var))``; logit predictions use
+    the same rule (max relative error 4e-10 at ``var = 1``, 2e-7 at ``var = 2``, 20 nodes).
     """
 
     def __init__(self, link="probit", num_gauss_hermite=20, *, xp=None, dtype=None,

@@ -18,10 +18,15 @@ from gpnum.backend import asarray
 __all__ = ["gauss_hermite"]
 
 
+#: NumPy's Golub-Welsch weights underflow to NaN beyond ~360 nodes; 300 keeps a margin
+MAX_NODES = 300
+
+
 def _host_rule(num_points: int):
     if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)) \
-            or num_points < 1:
-        raise ValueError(f"num_gauss_hermite: expected an integer >= 1, got {num_points!r}")
+            or not 1 <= num_points <= MAX_NODES:
+        raise ValueError(f"num_gauss_hermite: expected an integer in [1, {MAX_NODES}], got "
+                         f"{num_points!r}")
     t, w = np.polynomial.hermite.hermgauss(int(num_points))
     # log-weights straight from the host values: in float32 the smallest weights of a large
     # rule underflow to zero, but their logarithms (used by predictive densities) do not
@@ -34,7 +39,7 @@ def gauss_hermite(num_points: int, like=None, *, xp=None, dtype=None, device=Non
     Parameters
     ----------
     num_points : int
-        Number of nodes ``q >= 1``.
+        Number of nodes ``q``, ``1 <= q <= 300``.
     like : array, optional
         An array whose namespace, dtype and device the results take.
     xp, dtype, device : optional
