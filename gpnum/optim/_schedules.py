@@ -1,0 +1,148 @@
+"""Step-size schedules: callables mapping an epoch (or step) index ``t = 0, 1, ...`` to a value.
+
+They hold no state, so a resumed run gets the same value from the same index. Typical use::
+
+    lr = step_decay(0.01, milestones=[1, 5, 10, 15])      # seed 000: 10x decay at these epochs
+    gamma = warmup(0.1, num_steps=20)                     # natural-gradient step size
+    for epoch in range(epochs):
+        adam.lr = lr(epoch)
+        ...
+"""
+
+from __future__ import annotations
+
+import operator
+
+from gpnum.errors import check_positive
+
+__all__ = ["Constant", "StepDecay", "Warmup", "constant", "step_decay", "warmup"]
+
+
+def _index(t, name="t") -> int:
+    """Validate an epoch/step index: a non-negative integer."""
+    if isinstance(t, bool):
+        raise TypeError(f"{name}: expected an integer >= 0, got {t!r}")
+    try:
+        t = operator.index(t)
+    except TypeError:
+        raise TypeError(f"{name}: expected an integer >= 0, got {t!r}") from None
+    if t < 0:
+        raise ValueError(f"{name}: expected an integer >= 0, got {t}")
+    return t
+
+
+class Constant:
+    """The same value at every index; see :func:`constant`."""
+
+    def __init__(self, value):
+        self.value = check_positive(value, "value")
+
+    def __call__(self, t) -> float:
+        _index(t)
+        return self.value
+
+    def __repr__(self):
+        return f"constant({self.value!r})"
+
+
+class StepDecay:
+    """``value * factor ** (number of milestones <= t)``; see :func:`step_decay`."""
+
+    def __init__(self, value, milestones, factor=0.1):
+        self.value = check_positive(value, "value")
+        try:
+            marks = [_index(mk, "milestones") for mk in milestones]
+        except TypeError as exc:
+            if "milestones" in str(exc):
+                raise
+            raise TypeError(f"milestones: expected a sequence of integers >= 0, got "
+                            f"{milestones!r}") from None
+        if any(b <= a for a, b in zip(marks, marks[1:])):
+            raise ValueError(f"milestones: expected strictly increasing integers, got {marks}")
+        self.milestones = tuple(marks)
+        factor = check_positive(factor, "factor")
+        if factor > 1.0:
+            raise ValueError(f"factor: expected a number in (0, 1], got {factor!r}")
+        self.factor = factor
+
+    def __call__(self, t) -> float:
+        t = _index(t)
+        passed = sum(1 for mk in self.milestones if mk <= t)
+        return self.value * self.factor**passed
+
+    def __repr__(self):
+        return f"step_decay({self.value!r}, milestones={list(self.milestones)}, " \
+               f"factor={self.factor!r})"
+
+
+class Warmup:
+    """Linear ramp from ``start`` to ``value`` over ``num_steps``; see :func:`warmup`."""
+
+    def __init__(self, value, num_steps, start=None):
+        self.value = check_positive(value, "value")
+        self.num_steps = _index(num_steps, "num_steps")
+        if start is None:
+            start = self.value / self.num_steps if self.num_steps else self.value
+        self.start = check_positive(start, "start", allow_zero=True)
+
+    def __call__(self, t) -> float:
+        t = _index(t)
+        if t >= self.num_steps:
+            return self.value
+        return self.start + (self.value - self.start) * (t / self.num_steps)
+
+    def __repr__(self):
+        return f"warmup({self.value!r}, num_steps={self.num_steps}, start={self.start!r})"
+
+
+def constant(value) -> Constant:
+    """The schedule ``t -> value``.
+
+    Parameters
+    ----------
+    value : float
+        The value, > 0.
+    """
+    return Constant(value)
+
+
+def step_decay(value, milestones, factor=0.1) -> StepDecay:
+    """Piecewise-constant decay: ``t -> value * factor ** #{milestones <= t}``.
+
+    The step-size schedule of seed 000 (after the SVGP experiments of Pleiss et al. 2020): Adam's
+    learning rate 0.01, decayed 10x at epochs 1, 5, 10 and 15, i.e.
+    ``step_decay(0.01, [1, 5, 10, 15])``; epochs are counted from 0, so epoch 0 uses ``value``
+    and epoch 1 already the first decayed value.
+
+    Parameters
+    ----------
+    value : float
+        Value before the first milestone, > 0.
+    milestones : sequence of int
+        Strictly increasing indices >= 0 at which the value is multiplied by ``factor``.
+    factor : float
+        Multiplier in (0, 1] applied at each milestone.
+    """
+    return StepDecay(value, milestones, factor)
+
+
+def warmup(value, num_steps, start=None) -> Warmup:
+    """Linear warm-up: ``t -> start + (value - start) * t / num_steps`` for ``t < num_steps``,
+    then ``value``.
+
+    Used for the natural-gradient step size ``gamma``: with non-conjugate likelihoods a full step
+    from a poor initial ``q`` can leave the positive-definite cone, and a few small steps first
+    avoid that (Salimbeni, Eleftheriadis & Hensman 2018, "Natural gradients in practice", increase
+    gamma over the first iterations for the same reason).
+
+    Parameters
+    ----------
+    value : float
+        Final value, > 0, reached at ``t = num_steps``.
+    num_steps : int
+        Length of the ramp, >= 0 (0: no warm-up).
+    start : float, optional
+        Value at ``t = 0``, >= 0. Default ``value / num_steps``: a small but useful first step
+        (0 would waste it).
+    """
+    return Warmup(value, num_steps, start)
