@@ -28,6 +28,8 @@ class Likelihood(Parameterised):
 
     #: number of latent functions per data point
     num_latent = 1
+    #: node evaluations per block of points (n q, or n q C for RobustMax); raise it on a GPU
+    block_elements = 2**15
 
     def _init_likelihood(self, num_gauss_hermite, xp, dtype, device):
         self._init_namespace(xp, dtype, device)
@@ -199,6 +201,22 @@ class Likelihood(Parameterised):
                                            False)[0]
         return logp[:, 0]
 
+    def _map_blocks(self, fn, arrays, per_point):
+        """``fn`` on row blocks of ``arrays``, outputs (a tuple of arrays) concatenated.
+
+        Blocks hold at most ``block_elements`` node evaluations, so the temporaries of the
+        quadrature stay in cache (and memory stays bounded) however large ``n`` is; at
+        n = 10000 this is several times faster on a CPU than one (n, q) pass.
+        """
+        n = arrays[0].shape[0]
+        size = max(1, self.block_elements // per_point)
+        if n <= size:
+            return fn(*arrays)
+        outs = [fn(*(a[start:min(start + size, n), ...] for a in arrays))
+                for start in range(0, n, size)]
+        xp = get_namespace(*arrays)
+        return tuple(xp.concat([o[k] for o in outs], axis=0) for k in range(len(outs[0])))
+
     def variational_expectations(self, y, mu, var, *, check=True):
         """Per-point ``E_{N(f; mu, var)}[log p(y | f)]`` by Gauss-Hermite quadrature.
 
@@ -216,9 +234,13 @@ class Likelihood(Parameterised):
         array (n,)
         """
         xp, yf = self._validate(y, mu, var, check)
-        f, t, w, logw, sd = self._nodes(mu, var)
-        logp = self._log_density_and_grads(yf[:, None], f, self._params_like(mu), False)[0]
-        return logp @ w
+        params = self._params_like(mu)
+
+        def block(yb, mb, vb):
+            f, t, w, logw, sd = self._nodes(mb, vb)
+            return (self._log_density_and_grads(yb[:, None], f, params, False)[0] @ w,)
+
+        return self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)[0]
 
     def variational_expectations_and_grad(self, y, mu, var, *, check=True):
         """Variational expectations and their gradients, from the differentiated rule.
@@ -237,16 +259,20 @@ class Likelihood(Parameterised):
         """
         xp, yf = self._validate(y, mu, var, check)
         params = self._params_like(mu)
-        f, t, w, logw, sd = self._nodes(mu, var)
-        logp, dfdx, dparams = self._log_density_and_grads(yf[:, None], f, params, True)
-        ve = logp @ w
-        g_mu = dfdx @ w
-        g_var = ((dfdx * t) @ w) / sd
-        g_params = {}
-        for name, d in dparams.items():
-            d = xp.broadcast_to(d, f.shape)
-            g_params[name] = xp.reshape(xp.asarray(xp.sum(d @ w)), tuple(getattr(self, name).shape))
-        return ve, {"mu": g_mu, "var": g_var, "params": g_params}
+        names = tuple(self._param_names)
+
+        def block(yb, mb, vb):
+            f, t, w, logw, sd = self._nodes(mb, vb)
+            logp, dfdx, dparams = self._log_density_and_grads(yb[:, None], f, params, True)
+            # per-block parameter sums, shape (1,), concatenated over blocks and summed below
+            sums = tuple(xp.reshape(xp.sum(xp.broadcast_to(dparams[k], f.shape) @ w), (1,))
+                         for k in names)
+            return (logp @ w, dfdx @ w, ((dfdx * t) @ w) / sd) + sums
+
+        out = self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)
+        g_params = {k: xp.reshape(xp.sum(s), tuple(getattr(self, k).shape))
+                    for k, s in zip(names, out[3:])}
+        return out[0], {"mu": out[1], "var": out[2], "params": g_params}
 
     def predictive_log_density(self, y, mu, var, *, check=True):
         """Per-point ``log E_{N(f; mu, var)}[p(y | f)]`` (the test log predictive density).
@@ -258,9 +284,14 @@ class Likelihood(Parameterised):
         array (n,)
         """
         xp, yf = self._validate(y, mu, var, check)
-        f, t, w, logw, sd = self._nodes(mu, var)
-        logp = self._log_density_and_grads(yf[:, None], f, self._params_like(mu), False)[0]
-        return logsumexp(logp + logw, axis=1)
+        params = self._params_like(mu)
+
+        def block(yb, mb, vb):
+            f, t, w, logw, sd = self._nodes(mb, vb)
+            logp = self._log_density_and_grads(yb[:, None], f, params, False)[0]
+            return (logsumexp(logp + logw, axis=1),)
+
+        return self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)[0]
 
     def predict_mean_and_var(self, mu, var, *, check=True):
         """Mean and variance of ``y`` under ``f ~ N(mu, var)`` (see subclasses)."""

@@ -101,10 +101,13 @@ class Bernoulli(Likelihood):
             z = mu / xp.sqrt(1.0 + var)
             p1, p0 = ndtr(z), ndtr(-z)
         else:
-            f, t, w, logw, sd = self._nodes(mu, var)
-            zeros = xp.zeros_like(f)
-            p1 = xp.exp(-xp.logaddexp(zeros, -f)) @ w
-            p0 = xp.exp(-xp.logaddexp(zeros, f)) @ w
+            def block(mb, vb):
+                f, t, w, logw, sd = self._nodes(mb, vb)
+                zeros = xp.zeros_like(f)
+                return (xp.exp(-xp.logaddexp(zeros, -f)) @ w,
+                        xp.exp(-xp.logaddexp(zeros, f)) @ w)
+
+            p1, p0 = self._map_blocks(block, (mu, var), self.num_gauss_hermite)
         return p1, p1 * p0
 
     def __repr__(self):

@@ -58,7 +58,8 @@ class RobustMax(Likelihood):
 
     The expected log-likelihood inherits this error times ``log((1 - eps)(C - 1) / eps)``.
     Raise ``num_gauss_hermite`` when the latent variances differ by more than ~4x.
-    Cost: ``O(n q C)`` time and memory per call (``O(n q C^2)`` for ``predict_mean_and_var``).
+    Cost: ``O(n q C)`` time per call (``O(n q C^2)`` for ``predict_mean_and_var``); memory is
+    bounded by evaluating ``block_elements // (q C)`` points at a time.
     """
 
     def __init__(self, num_classes, epsilon=1e-3, num_gauss_hermite=20, *, xp=None,
@@ -115,6 +116,14 @@ class RobustMax(Likelihood):
 
     def _prob_largest(self, onehot, mu, var, want_grad):
         """``S`` (n,) = P(f_y is the largest) and, optionally, ``dS/dmu``, ``dS/dvar`` (n, C)."""
+        if want_grad:
+            return self._map_blocks(lambda o, m, v: self._prob_largest_block(o, m, v, True),
+                                    (onehot, mu, var), self.num_gauss_hermite * self.num_classes)
+        return self._map_blocks(lambda o, m, v: self._prob_largest_block(o, m, v, False)[:1],
+                                (onehot, mu, var), self.num_gauss_hermite * self.num_classes) \
+            + (None, None)
+
+    def _prob_largest_block(self, onehot, mu, var, want_grad):
         xp = get_namespace(mu)
         t, w, _ = self._rule(mu)
         zero = xp.zeros_like(mu)
