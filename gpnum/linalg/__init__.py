@@ -1,0 +1,51 @@
+"""Linear operators and Krylov solvers.
+
+Operators (:class:`LinearOperator` and its structured kinds) are matrices known through their
+products, with the gradient seam :meth:`LinearOperator.param_vjp`. The solvers keep SciPy's
+vocabulary (``rtol``, ``atol``, ``maxiter``, ``M``, ``x0``) and return result objects with
+``x``, ``info``, ``num_iter`` and ``residual_norm``:
+
+- :func:`pcg`: preconditioned conjugate gradients on a block of right-hand sides;
+- :func:`msminres`: multi-shift MINRES, ``(A + s_j I) X_j = B`` for all shifts at once;
+- :func:`lanczos` and :func:`eigen_bounds`: tridiagonalisation and safe spectrum bounds;
+- :func:`slq_logdet` / :func:`slq_logdet_and_grad`: stochastic Lanczos quadrature;
+- :func:`pivoted_cholesky` and :func:`pivoted_cholesky_preconditioner` (Woodbury).
+
+Every function accepts a plain array wherever an operator is expected (wrapped in
+:class:`Dense`).
+"""
+
+from gpnum.linalg._kernel_matrix import KernelMatrix
+from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
+from gpnum.linalg._msminres import MultiShiftResult, msminres
+from gpnum.linalg._operators import (AddedDiag, Dense, Diagonal, LinearOperator, LowRank, Scaled,
+                                     Sum, Transposed, aslinearoperator)
+from gpnum.linalg._pcg import SolveResult, pcg
+from gpnum.linalg._pivoted_cholesky import (WoodburyInverse, pivoted_cholesky,
+                                            pivoted_cholesky_preconditioner)
+from gpnum.linalg._slq import slq_logdet, slq_logdet_and_grad
+
+__all__ = [
+    "AddedDiag",
+    "Dense",
+    "Diagonal",
+    "KernelMatrix",
+    "LanczosResult",
+    "LinearOperator",
+    "LowRank",
+    "MultiShiftResult",
+    "Scaled",
+    "SolveResult",
+    "Sum",
+    "Transposed",
+    "WoodburyInverse",
+    "aslinearoperator",
+    "eigen_bounds",
+    "lanczos",
+    "msminres",
+    "pcg",
+    "pivoted_cholesky",
+    "pivoted_cholesky_preconditioner",
+    "slq_logdet",
+    "slq_logdet_and_grad",
+]

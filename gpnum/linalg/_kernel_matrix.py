@@ -1,0 +1,142 @@
+"""The lazy kernel matrix ``k(X, Z)``: products in row blocks, never the whole matrix."""
+
+from __future__ import annotations
+
+from gpnum.backend import device_of, get_namespace, is_array
+from gpnum.errors import ShapeError, describe_shape
+from gpnum.linalg._operators import LinearOperator
+
+__all__ = ["KernelMatrix"]
+
+
+class KernelMatrix(LinearOperator):
+    """The matrix ``k(X, Z)`` of a kernel callable, evaluated block by block on demand.
+
+    Each product ``K @ R`` evaluates ``k(X_b, Z)`` for one block of ``block_size`` rows of ``X``
+    at a time and multiplies it by ``R``, so memory stays ``O((n + k) * block_size)`` instead
+    of ``O(n^2)``, at the price of re-evaluating the kernel in every product.
+
+    Parameters
+    ----------
+    kernel_fn : callable
+        ``kernel_fn(X1, X2) -> (n1, n2)`` array. Optional attributes used when present:
+        ``kernel_fn.diag(X) -> (n,)`` for :meth:`diagonal`, and
+        ``kernel_fn.gram_vjp(G, X1, X2) -> {"params": {name: array}, "X1": (n1, d),
+        "X2": (n2, d)}``, the gradient of ``sum(G * k(X1, X2))``, for :meth:`param_vjp`.
+    X : array (n, d)
+        Row inputs.
+    Z : array (m, d), optional
+        Column inputs; ``None`` for the square, symmetric ``k(X, X)``.
+    block_size : int
+        Rows of the kernel evaluated at once.
+
+    Notes
+    -----
+    ``param_vjp(U, V)`` keys: ``{"kernel": {name: grad}, "X": (n, d), "Z": (m, d)}``; for
+    ``Z=None`` only ``"kernel"`` and ``"X"``, which then holds both the row and the column
+    contributions. ``G = U V^T`` is built one row block at a time.
+    """
+
+    def __init__(self, kernel_fn, X, Z=None, *, block_size: int = 1024):
+        if not callable(kernel_fn):
+            raise TypeError(f"kernel_fn: expected a callable k(X1, X2), got "
+                            f"{type(kernel_fn).__name__}")
+        if not is_array(X):
+            raise TypeError(f"X: expected an array of shape (n, d), got {type(X).__name__}")
+        xp = get_namespace(X, Z)
+        if X.ndim != 2:
+            raise ShapeError(f"X: expected shape (n, d), got {describe_shape(X.shape)}")
+        if not xp.isdtype(X.dtype, "real floating"):
+            raise TypeError(f"X: expected a real floating dtype, got {X.dtype}")
+        if Z is not None:
+            if not is_array(Z) or Z.ndim != 2 or Z.shape[1] != X.shape[1]:
+                got = describe_shape(Z.shape) if is_array(Z) else type(Z).__name__
+                raise ShapeError(f"Z: expected shape (m, {X.shape[1]}), got {got}")
+            if Z.dtype != X.dtype:
+                raise TypeError(f"Z: expected dtype {X.dtype} (X's), got {Z.dtype}")
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
+        n_cols = X.shape[0] if Z is None else Z.shape[0]
+        super().__init__((X.shape[0], n_cols), X.dtype, device_of(X), xp)
+        self.kernel_fn = kernel_fn
+        self.X = X
+        self.Z = Z
+        self.block_size = block_size
+        self.symmetric = Z is None
+
+    @property
+    def _cols(self):
+        return self.X if self.Z is None else self.Z
+
+    def _blocks(self, n):
+        return [(s, min(n, s + self.block_size)) for s in range(0, n, self.block_size)]
+
+    def _gram(self, X1, X2):
+        K = self.kernel_fn(X1, X2)
+        if not is_array(K) or tuple(K.shape) != (X1.shape[0], X2.shape[0]):
+            got = describe_shape(K.shape) if is_array(K) else type(K).__name__
+            raise ShapeError(f"kernel_fn: expected a gram matrix of shape "
+                             f"({X1.shape[0]}, {X2.shape[0]}), got {got}")
+        return K
+
+    def _matmat(self, R):
+        xp = self.xp
+        Zc = self._cols
+        parts = [self._gram(self.X[s:e, :], Zc) @ R for s, e in self._blocks(self.shape[0])]
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+    def _rmatmat(self, R):
+        if self.symmetric:
+            return self._matmat(R)
+        out = None
+        Zc = self._cols
+        for s, e in self._blocks(self.shape[0]):
+            term = self._gram(self.X[s:e, :], Zc).T @ R[s:e, :]
+            out = term if out is None else out + term
+        return out
+
+    def _diagonal(self):
+        xp = self.xp
+        diag_fn = getattr(self.kernel_fn, "diag", None)
+        if callable(diag_fn):
+            d = diag_fn(self.X)
+            if not is_array(d) or tuple(d.shape) != (self.shape[0],):
+                got = describe_shape(d.shape) if is_array(d) else type(d).__name__
+                raise ShapeError(f"kernel_fn.diag: expected shape ({self.shape[0]},), got {got}")
+            return d
+        parts = [xp.linalg.diagonal(self._gram(self.X[s:e, :], self.X[s:e, :]))
+                 for s, e in self._blocks(self.shape[0])]
+        return xp.concat(parts)
+
+    def to_dense(self):
+        xp = self.xp
+        Zc = self._cols
+        parts = [self._gram(self.X[s:e, :], Zc) for s, e in self._blocks(self.shape[0])]
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+    def columns(self, indices):
+        idx = self._check_indices(indices)
+        return self._gram(self.X, self.xp.take(self._cols, idx, axis=0))
+
+    def _param_vjp(self, U, V):
+        gram_vjp = getattr(self.kernel_fn, "gram_vjp", None)
+        if not callable(gram_vjp):
+            raise TypeError(f"kernel_fn: KernelMatrix.param_vjp needs kernel_fn.gram_vjp(G, X1, X2) "
+                            f"(the gradient of sum(G * k(X1, X2))), got a "
+                            f"{type(self.kernel_fn).__name__} without it")
+        xp = self.xp
+        Zc = self._cols
+        params, row_grads, col_grad = None, [], None
+        for s, e in self._blocks(self.shape[0]):
+            G = U[s:e, :] @ V.T
+            g = gram_vjp(G, self.X[s:e, :], Zc)
+            if params is None:
+                params = dict(g["params"])
+            else:
+                params = {name: params[name] + value for name, value in g["params"].items()}
+            row_grads.append(g["X1"])
+            col_grad = g["X2"] if col_grad is None else col_grad + g["X2"]
+        row_grad = row_grads[0] if len(row_grads) == 1 else xp.concat(row_grads, axis=0)
+        if self.Z is None:
+            return {"kernel": params, "X": row_grad + col_grad}
+        return {"kernel": params, "X": row_grad, "Z": col_grad}

@@ -1,0 +1,705 @@
+"""The linear-operator protocol and the structured operators built on it.
+
+A :class:`LinearOperator` is a two-dimensional matrix known through its products. Solvers only
+need ``op @ X``; everything else (``diagonal``, ``to_dense``, ``columns``) has a generic fallback
+through products and a fast path where the structure allows one. Batching goes through the
+columns of the right-hand side.
+
+The gradient seam is :meth:`LinearOperator.param_vjp`: the gradient, w.r.t. the operator's
+parameters, of ``sum_i u_i^T K v_i`` for the columns of ``U`` and ``V``. Every matrix-function
+backward pass (inverse quadratic forms, log-determinants, contour integral quadrature) reduces to
+it (design.md section 3).
+"""
+
+from __future__ import annotations
+
+from gpnum.backend import asarray, device_of, get_namespace, is_array
+from gpnum.errors import ShapeError, describe_shape
+
+__all__ = [
+    "LinearOperator",
+    "Dense",
+    "Diagonal",
+    "AddedDiag",
+    "LowRank",
+    "Sum",
+    "Scaled",
+    "Transposed",
+    "aslinearoperator",
+]
+
+# Rows of the identity materialised at once by the generic ``diagonal``/``to_dense`` fallbacks.
+_PROBE_BLOCK = 256
+
+
+def transpose_copy(xp, X):
+    """``X^T`` of a 2-d array as a new row-major array (a flat reshape forces the copy)."""
+    return xp.reshape(xp.reshape(X.T, (-1,)), (X.shape[1], X.shape[0]))
+
+
+class LinearOperator:
+    """A two-dimensional matrix known through its products with blocks of vectors.
+
+    Subclasses call ``super().__init__(shape, dtype, device, xp)`` and implement
+    :meth:`_matmat` (and :meth:`_rmatmat` unless symmetric). The generic methods below fall
+    back on products; subclasses override them where their structure is cheaper.
+
+    Attributes
+    ----------
+    shape : tuple (n_rows, n_cols)
+    dtype : the floating dtype of the products
+    device : the device of the products
+    xp : the array namespace
+    symmetric : bool
+        Whether ``K == K^T`` (then ``op.T`` is ``op`` itself).
+    """
+
+    symmetric = False
+
+    def __init__(self, shape, dtype, device, xp):
+        if len(shape) != 2:
+            raise ShapeError(f"shape: expected two dimensions (n_rows, n_cols), got "
+                             f"{describe_shape(shape)}")
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.dtype = dtype
+        self.device = device
+        self.xp = xp
+
+    ndim = 2
+
+    # --- products ------------------------------------------------------------------------
+
+    def _matmat(self, X):
+        """``K @ X`` for ``X`` of shape (n_cols, k); returns (n_rows, k)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _matmat")
+
+    def _rmatmat(self, X):
+        """``K^T @ X`` for ``X`` of shape (n_rows, k); returns (n_cols, k)."""
+        if self.symmetric:
+            return self._matmat(X)
+        raise NotImplementedError(f"{type(self).__name__} does not define _rmatmat")
+
+    def _check_rhs(self, X, n, name="X"):
+        if not is_array(X):
+            raise TypeError(f"{name}: expected an array, got {type(X).__name__}")
+        if get_namespace(X) is not self.xp:
+            raise TypeError(f"{name}: expected an array of the operator's namespace "
+                            f"{self.xp.__name__}, got {type(X).__module__}.{type(X).__name__}; "
+                            "convert it with gpnum.backend.asarray(x, like=...)")
+        if X.ndim not in (1, 2) or X.shape[0] != n:
+            raise ShapeError(f"{name}: expected shape ({n},) or ({n}, k), got "
+                             f"{describe_shape(X.shape)}")
+        if X.dtype != self.dtype:
+            raise TypeError(f"{name}: expected dtype {self.dtype} (the operator's), got {X.dtype}")
+
+    def __matmul__(self, X):
+        """``K @ X`` for ``X`` of shape (n_cols,) or (n_cols, k)."""
+        if isinstance(X, LinearOperator):
+            return NotImplemented
+        self._check_rhs(X, self.shape[1])
+        if X.ndim == 1:
+            return self._matmat(X[:, None])[:, 0]
+        return self._matmat(X)
+
+    def rmatmat(self, X):
+        """``K^T @ X`` for ``X`` of shape (n_rows,) or (n_rows, k)."""
+        self._check_rhs(X, self.shape[0])
+        if X.ndim == 1:
+            return self._rmatmat(X[:, None])[:, 0]
+        return self._rmatmat(X)
+
+    @property
+    def T(self):
+        """The transpose (``self`` for symmetric operators)."""
+        return self if self.symmetric else Transposed(self)
+
+    # --- structure -----------------------------------------------------------------------
+
+    def _eye_block(self, start, stop, n):
+        """Columns ``start:stop`` of the (n, n) identity."""
+        xp = self.xp
+        rows = xp.arange(n, device=self.device)[:, None]
+        cols = xp.arange(start, stop, device=self.device)[None, :]
+        return xp.astype(rows == cols, self.dtype)
+
+    def _require_square(self, what):
+        if self.shape[0] != self.shape[1]:
+            raise ShapeError(f"{what}: expected a square operator, got shape "
+                             f"{describe_shape(self.shape)}")
+
+    def diagonal(self):
+        """The main diagonal, shape (n,), of a square operator."""
+        self._require_square("diagonal")
+        return self._diagonal()
+
+    def _diagonal(self):
+        # Generic fallback: blocks of identity columns, O(n^2) work but O(n * block) memory.
+        xp = self.xp
+        n = self.shape[0]
+        parts = []
+        for start in range(0, n, _PROBE_BLOCK):
+            stop = min(n, start + _PROBE_BLOCK)
+            E = self._eye_block(start, stop, n)
+            parts.append(xp.sum(E * self._matmat(E), axis=0))
+        return xp.concat(parts)
+
+    def to_dense(self):
+        """The whole matrix as an array of shape ``shape`` (O(n^2) memory)."""
+        xp = self.xp
+        n = self.shape[1]
+        parts = [self._matmat(self._eye_block(s, min(n, s + _PROBE_BLOCK), n))
+                 for s in range(0, n, _PROBE_BLOCK)]
+        return xp.concat(parts, axis=1)
+
+    def columns(self, indices):
+        """Columns ``K[:, indices]``, shape (n_rows, r), for an integer array ``indices`` (r,).
+
+        Used by pivoted Cholesky; the default takes products with one-hot vectors.
+        """
+        xp = self.xp
+        idx = self._check_indices(indices)
+        onehot = xp.astype(xp.arange(self.shape[1], device=self.device)[:, None] == idx[None, :],
+                           self.dtype)
+        return self._matmat(onehot)
+
+    def _check_indices(self, indices):
+        xp = self.xp
+        if not is_array(indices) or get_namespace(indices) is not xp or indices.ndim != 1:
+            raise TypeError(f"indices: expected a one-dimensional integer array of namespace "
+                            f"{xp.__name__}, got {type(indices).__name__}")
+        if not xp.isdtype(indices.dtype, "integral"):
+            raise TypeError(f"indices: expected an integer dtype, got {indices.dtype}")
+        return indices
+
+    def _spectrum_floor(self) -> float:
+        """A lower bound on the smallest eigenvalue, assuming the PSD parts are PSD (default 0)."""
+        return 0.0
+
+    # --- gradients -----------------------------------------------------------------------
+
+    def param_vjp(self, U, V) -> dict:
+        """Gradient of ``sum_i u_i^T K v_i`` w.r.t. the operator's parameters.
+
+        Parameters
+        ----------
+        U : array (n_rows, k) or (n_rows,)
+        V : array (n_cols, k) or (n_cols,)
+
+        Returns
+        -------
+        dict
+            Keyed by parameter name; each subclass documents its keys.
+        """
+        U2, V2 = self._check_uv(U, V)
+        return self._param_vjp(U2, V2)
+
+    def _check_uv(self, U, V):
+        self._check_rhs(U, self.shape[0], "U")
+        self._check_rhs(V, self.shape[1], "V")
+        U2 = U[:, None] if U.ndim == 1 else U
+        V2 = V[:, None] if V.ndim == 1 else V
+        if U2.shape[1] != V2.shape[1]:
+            raise ShapeError(f"V: expected shape ({self.shape[1]}, {U2.shape[1]}) to match U's "
+                             f"{U2.shape[1]} columns, got {describe_shape(V.shape)}")
+        return U2, V2
+
+    def _param_vjp(self, U, V) -> dict:
+        raise TypeError(f"{type(self).__name__} has no parameters to differentiate")
+
+    # --- algebra -------------------------------------------------------------------------
+
+    def __add__(self, other):
+        if isinstance(other, Diagonal) and not isinstance(self, Diagonal):
+            return AddedDiag(self, other)
+        if isinstance(other, LinearOperator):
+            return Sum(self, other)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, LinearOperator):
+            return Sum(other, self)
+        return NotImplemented
+
+    def __mul__(self, scale):
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+            return Scaled(self, float(scale))
+        if is_array(scale) and scale.ndim == 0:
+            return Scaled(self, scale)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return Scaled(self, -1.0)
+
+    def __repr__(self):
+        return (f"<{type(self).__name__} {self.shape[0]}x{self.shape[1]} {self.dtype} "
+                f"on {self.xp.__name__}>")
+
+
+def _as_2d_array(A, name):
+    if not is_array(A):
+        raise TypeError(f"{name}: expected an array, got {type(A).__name__}")
+    xp = get_namespace(A)
+    if not xp.isdtype(A.dtype, "real floating"):
+        raise TypeError(f"{name}: expected a real floating dtype, got {A.dtype}")
+    return xp
+
+
+class Dense(LinearOperator):
+    """A matrix held as an array.
+
+    Parameters
+    ----------
+    A : array (n_rows, n_cols)
+    symmetric : bool
+        Declare ``A == A^T`` (not checked); then ``.T`` is the operator itself.
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"A": U V^T}`` (the gradient w.r.t. every entry of ``A``; for a
+    symmetric parameterisation symmetrise it).
+    """
+
+    def __init__(self, A, *, symmetric: bool = False):
+        xp = _as_2d_array(A, "A")
+        if A.ndim != 2:
+            raise ShapeError(f"A: expected a matrix of shape (n, m), got {describe_shape(A.shape)}")
+        if symmetric and A.shape[0] != A.shape[1]:
+            raise ShapeError(f"A: symmetric=True needs a square matrix, got "
+                             f"{describe_shape(A.shape)}")
+        super().__init__(A.shape, A.dtype, device_of(A), xp)
+        self.A = A
+        self.symmetric = bool(symmetric)
+
+    def _matmat(self, X):
+        return self.A @ X
+
+    def _rmatmat(self, X):
+        return self.A.T @ X
+
+
+    def _diagonal(self):
+        return self.xp.linalg.diagonal(self.A)
+
+    def to_dense(self):
+        return self.A
+
+    def columns(self, indices):
+        return self.xp.take(self.A, self._check_indices(indices), axis=1)
+
+    def _param_vjp(self, U, V):
+        return {"A": U @ V.T}
+
+
+class Diagonal(LinearOperator):
+    """A diagonal matrix ``diag(d)``, or a constant diagonal ``c I``.
+
+    Parameters
+    ----------
+    diag : array (n,), or a 0-d array for the constant diagonal ``c I`` (then ``n`` is required)
+    n : int, optional
+        Size, for a constant diagonal.
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"diag": sum(U * V, axis=1)}`` of shape (n,), or its total (0-d) for
+    a constant diagonal.
+    """
+
+    symmetric = True
+
+    def __init__(self, diag, n=None):
+        xp = _as_2d_array(diag, "diag")
+        if diag.ndim == 1:
+            if n is not None and int(n) != diag.shape[0]:
+                raise ShapeError(f"diag: expected shape ({int(n)},), got "
+                                 f"{describe_shape(diag.shape)}")
+            n = diag.shape[0]
+        elif diag.ndim == 0:
+            if n is None:
+                raise ShapeError("n: a constant (0-d) diagonal needs the size n, got None")
+            n = int(n)
+        else:
+            raise ShapeError(f"diag: expected shape (n,) or (), got {describe_shape(diag.shape)}")
+        if n < 1:
+            raise ShapeError(f"n: expected a size >= 1, got {n}")
+        super().__init__((n, n), diag.dtype, device_of(diag), xp)
+        self.diag = diag
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether the diagonal is a single value times the identity."""
+        return self.diag.ndim == 0
+
+    def _scale_rows(self, X):
+        return X * (self.diag if self.is_constant else self.diag[:, None])
+
+    def _matmat(self, X):
+        return self._scale_rows(X)
+
+
+    def _diagonal(self):
+        xp = self.xp
+        if self.is_constant:
+            return xp.full((self.shape[0],), 1.0, dtype=self.dtype, device=self.device) * self.diag
+        return self.diag
+
+    def to_dense(self):
+        return self.xp.eye(self.shape[0], dtype=self.dtype, device=self.device) * self._diagonal()
+
+    def columns(self, indices):
+        idx = self._check_indices(indices)
+        return self._eye_block_at(idx) * self.xp.take(self._diagonal(), idx)[None, :]
+
+    def _eye_block_at(self, idx):
+        xp = self.xp
+        return xp.astype(xp.arange(self.shape[0], device=self.device)[:, None] == idx[None, :],
+                         self.dtype)
+
+    def _spectrum_floor(self) -> float:
+        return float(self.xp.min(self.diag))
+
+    def _param_vjp(self, U, V):
+        xp = self.xp
+        g = xp.sum(U * V, axis=1)
+        return {"diag": xp.sum(g) if self.is_constant else g}
+
+    def __add__(self, other):
+        if isinstance(other, Diagonal):
+            return Sum(self, other)
+        if isinstance(other, LinearOperator):
+            return AddedDiag(other, self)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, LinearOperator):
+            return AddedDiag(other, self)
+        return NotImplemented
+
+
+def _as_diagonal(diag, like_op: LinearOperator, name="diag"):
+    """A :class:`Diagonal` of the operator's size from a Diagonal, an array or a number."""
+    n = like_op.shape[0]
+    if isinstance(diag, Diagonal):
+        if diag.shape[0] != n:
+            raise ShapeError(f"{name}: expected a diagonal of size {n}, got {diag.shape[0]}")
+        return diag
+    if isinstance(diag, (int, float)) and not isinstance(diag, bool):
+        diag = asarray(float(diag), dtype=like_op.dtype, xp=like_op.xp, device=like_op.device)
+    if not is_array(diag):
+        raise TypeError(f"{name}: expected a Diagonal, an array of shape ({n},) or () or a number, "
+                        f"got {type(diag).__name__}")
+    if diag.ndim == 1 and diag.shape[0] != n:
+        raise ShapeError(f"{name}: expected shape ({n},) or (), got {describe_shape(diag.shape)}")
+    return Diagonal(diag, n=n)
+
+
+def _check_compatible(ops, what):
+    first = ops[0]
+    for op in ops[1:]:
+        if op.shape != first.shape:
+            raise ShapeError(f"{what}: expected operators of shape {describe_shape(first.shape)}, "
+                             f"got {describe_shape(op.shape)}")
+        if op.xp is not first.xp:
+            raise TypeError(f"{what}: operators from different namespaces "
+                            f"({first.xp.__name__}, {op.xp.__name__}) cannot be combined")
+        if op.dtype != first.dtype:
+            raise TypeError(f"{what}: expected operators of dtype {first.dtype}, got {op.dtype}")
+
+
+class AddedDiag(LinearOperator):
+    """``K + D``: a square operator plus a diagonal (jitter, observation noise).
+
+    Parameters
+    ----------
+    operator : LinearOperator or array (n, n)
+    diag : Diagonal, array (n,) or (), or a number
+        The added diagonal; a 0-d array or number is a constant ``c I`` whose gradient is a
+        single number.
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"operator": operator.param_vjp(U, V), "diag": ...}`` with ``"diag"``
+    as for :class:`Diagonal`.
+    """
+
+    def __init__(self, operator, diag):
+        operator = aslinearoperator(operator)
+        operator._require_square("AddedDiag operator")
+        diag = _as_diagonal(diag, operator)
+        _check_compatible([operator, diag], "AddedDiag")
+        super().__init__(operator.shape, operator.dtype, operator.device, operator.xp)
+        self.operator = operator
+        self.diag = diag
+        self.symmetric = operator.symmetric
+
+    def _matmat(self, X):
+        return self.operator._matmat(X) + self.diag._matmat(X)
+
+    def _rmatmat(self, X):
+        return self.operator._rmatmat(X) + self.diag._matmat(X)
+
+
+    def _diagonal(self):
+        return self.operator._diagonal() + self.diag._diagonal()
+
+    def to_dense(self):
+        return self.operator.to_dense() + self.diag.to_dense()
+
+    def columns(self, indices):
+        return self.operator.columns(indices) + self.diag.columns(indices)
+
+    def _spectrum_floor(self) -> float:
+        return self.operator._spectrum_floor() + self.diag._spectrum_floor()
+
+    def _param_vjp(self, U, V):
+        return {"operator": self.operator._param_vjp(U, V),
+                "diag": self.diag._param_vjp(U, V)["diag"]}
+
+
+class LowRank(LinearOperator):
+    """``F F^T`` (optionally ``+ D``) for a tall factor ``F`` of shape (n, r).
+
+    Parameters
+    ----------
+    factor : array (n, r)
+    diag : Diagonal, array (n,) or (), number, optional
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"factor": U (V^T F) + V (U^T F)}`` of shape (n, r), plus ``"diag"``
+    (as for :class:`Diagonal`) when a diagonal is present.
+    """
+
+    symmetric = True
+
+    def __init__(self, factor, diag=None):
+        xp = _as_2d_array(factor, "factor")
+        if factor.ndim != 2:
+            raise ShapeError(f"factor: expected shape (n, r), got {describe_shape(factor.shape)}")
+        n = factor.shape[0]
+        super().__init__((n, n), factor.dtype, device_of(factor), xp)
+        self.factor = factor
+        self.diag = None if diag is None else _as_diagonal(diag, self)
+        if self.diag is not None:
+            _check_compatible([self, self.diag], "LowRank")
+
+    def _matmat(self, X):
+        F = self.factor
+        out = F @ (F.T @ X)
+        return out if self.diag is None else out + self.diag._matmat(X)
+
+
+    def _diagonal(self):
+        d = self.xp.sum(self.factor * self.factor, axis=1)
+        return d if self.diag is None else d + self.diag._diagonal()
+
+    def to_dense(self):
+        K = self.factor @ self.factor.T
+        return K if self.diag is None else K + self.diag.to_dense()
+
+    def columns(self, indices):
+        idx = self._check_indices(indices)
+        out = self.factor @ self.xp.take(self.factor, idx, axis=0).T
+        return out if self.diag is None else out + self.diag.columns(idx)
+
+    def _spectrum_floor(self) -> float:
+        return 0.0 if self.diag is None else self.diag._spectrum_floor()
+
+    def _param_vjp(self, U, V):
+        F = self.factor
+        out = {"factor": U @ (V.T @ F) + V @ (U.T @ F)}
+        if self.diag is not None:
+            out["diag"] = self.diag._param_vjp(U, V)["diag"]
+        return out
+
+
+class Sum(LinearOperator):
+    """``K_1 + K_2 + ...`` of operators of one shape.
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"operators": [K_1.param_vjp(U, V), K_2.param_vjp(U, V), ...]}``.
+    """
+
+    def __init__(self, *operators):
+        if len(operators) < 1:
+            raise ValueError("operators: expected at least one operator, got none")
+        ops = [aslinearoperator(op) for op in operators]
+        _check_compatible(ops, "Sum")
+        first = ops[0]
+        super().__init__(first.shape, first.dtype, first.device, first.xp)
+        self.operators = tuple(ops)
+        self.symmetric = all(op.symmetric for op in ops)
+
+    def _matmat(self, X):
+        out = self.operators[0]._matmat(X)
+        for op in self.operators[1:]:
+            out = out + op._matmat(X)
+        return out
+
+    def _rmatmat(self, X):
+        out = self.operators[0]._rmatmat(X)
+        for op in self.operators[1:]:
+            out = out + op._rmatmat(X)
+        return out
+
+
+    def _diagonal(self):
+        out = self.operators[0]._diagonal()
+        for op in self.operators[1:]:
+            out = out + op._diagonal()
+        return out
+
+    def to_dense(self):
+        out = self.operators[0].to_dense()
+        for op in self.operators[1:]:
+            out = out + op.to_dense()
+        return out
+
+    def columns(self, indices):
+        out = self.operators[0].columns(indices)
+        for op in self.operators[1:]:
+            out = out + op.columns(indices)
+        return out
+
+    def _spectrum_floor(self) -> float:
+        return sum(op._spectrum_floor() for op in self.operators)
+
+    def _param_vjp(self, U, V):
+        return {"operators": [op._param_vjp(U, V) for op in self.operators]}
+
+
+class Scaled(LinearOperator):
+    """``c K`` for a scalar ``c`` (a Python number or a 0-d array, e.g. an output scale).
+
+    Notes
+    -----
+    ``param_vjp`` keys: ``{"scale": sum_i u_i^T K v_i (0-d), "operator": K.param_vjp(c U, V)}``.
+    """
+
+    def __init__(self, operator, scale):
+        operator = aslinearoperator(operator)
+        super().__init__(operator.shape, operator.dtype, operator.device, operator.xp)
+        if is_array(scale):
+            if scale.ndim != 0:
+                raise ShapeError(f"scale: expected a 0-d array or a number, got shape "
+                                 f"{describe_shape(scale.shape)}")
+            scale = asarray(scale, dtype=self.dtype, xp=self.xp, device=self.device)
+        elif isinstance(scale, (int, float)) and not isinstance(scale, bool):
+            scale = float(scale)
+        else:
+            raise TypeError(f"scale: expected a number or a 0-d array, got {type(scale).__name__}")
+        self.operator = operator
+        self.scale = scale
+        self.symmetric = operator.symmetric
+
+    def _matmat(self, X):
+        return self.operator._matmat(X) * self.scale
+
+    def _rmatmat(self, X):
+        return self.operator._rmatmat(X) * self.scale
+
+
+    def _diagonal(self):
+        return self.operator._diagonal() * self.scale
+
+    def to_dense(self):
+        return self.operator.to_dense() * self.scale
+
+    def columns(self, indices):
+        return self.operator.columns(indices) * self.scale
+
+    def _spectrum_floor(self) -> float:
+        c = float(self.scale)
+        return c * self.operator._spectrum_floor() if c >= 0.0 else float("-inf")
+
+    def _param_vjp(self, U, V):
+        xp = self.xp
+        return {"scale": xp.sum(U * self.operator._matmat(V)),
+                "operator": self.operator._param_vjp(U * self.scale, V)}
+
+
+class Transposed(LinearOperator):
+    """The transpose ``K^T`` of a non-symmetric operator, keeping ``K``'s parameters.
+
+    Notes
+    -----
+    ``param_vjp(U, V)`` is ``K.param_vjp(V, U)``: the same keys as ``K``, gradients w.r.t.
+    ``K``'s own parameters.
+    """
+
+    def __init__(self, operator):
+        operator = aslinearoperator(operator)
+        super().__init__((operator.shape[1], operator.shape[0]), operator.dtype, operator.device,
+                         operator.xp)
+        self.operator = operator
+        self.symmetric = operator.symmetric
+
+    @property
+    def T(self):
+        return self.operator
+
+    def _matmat(self, X):
+        return self.operator._rmatmat(X)
+
+    def _rmatmat(self, X):
+        return self.operator._matmat(X)
+
+    def _diagonal(self):
+        return self.operator._diagonal()
+
+    def to_dense(self):
+        return self.operator.to_dense().T
+
+    def _spectrum_floor(self) -> float:
+        return self.operator._spectrum_floor()
+
+    def _param_vjp(self, U, V):
+        return self.operator._param_vjp(V, U)
+
+
+class _Function(LinearOperator):
+    """A symmetric operator given by a callable ``X (n, k) -> A X (n, k)`` (no parameters)."""
+
+    symmetric = True
+
+    def __init__(self, fn, n, dtype, device, xp):
+        super().__init__((n, n), dtype, device, xp)
+        self.fn = fn
+
+    def _matmat(self, X):
+        out = self.fn(X)
+        if not is_array(out) or tuple(out.shape) != tuple(X.shape):
+            got = describe_shape(out.shape) if is_array(out) else type(out).__name__
+            raise ShapeError(f"A: the callable must map an (n, k) block to shape "
+                             f"{describe_shape(X.shape)}, got {got}")
+        return out
+
+    def _param_vjp(self, U, V):
+        raise TypeError("A: an operator given as a plain callable has no parameters; wrap the "
+                        "matrix in a gpnum.linalg operator to differentiate through it")
+
+
+def aslinearoperator(A, *, like=None):
+    """``A`` as a :class:`LinearOperator`.
+
+    Parameters
+    ----------
+    A : LinearOperator, array (n_rows, n_cols), or callable
+        Arrays are wrapped in :class:`Dense`. A callable ``X (n, k) -> A X`` is taken as a
+        symmetric (n, n) operator without parameters; it needs ``like``.
+    like : array (n,) or (n, k), optional
+        A right-hand side giving a callable's size, dtype, device and namespace.
+    """
+    if isinstance(A, LinearOperator):
+        return A
+    if is_array(A):
+        return Dense(A)
+    if callable(A):
+        if like is None or not is_array(like):
+            raise TypeError("A: a callable operator needs a right-hand side to give its size")
+        return _Function(A, like.shape[0], like.dtype, device_of(like), get_namespace(like))
+    raise TypeError(f"A: expected a LinearOperator, an array or a callable, got "
+                    f"{type(A).__name__}")
