@@ -2,8 +2,10 @@
 
 from gpnum import backend
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
+from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # noqa: E402
+from gpnum.variational import SVGP  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendError", "ConvergenceWarning", "NotPSDError", "ShapeError", "backend",
-           "__version__"]
+__all__ = ["BackendError", "ConvergenceWarning", "NotPSDError", "SVGP", "ShapeError", "backend",
+           "ciq", "datasets", "divergences", "kernels", "likelihoods", "linalg", "__version__"]

@@ -12,7 +12,8 @@ __all__ = ["get_namespace", "asarray", "to_numpy", "device_of", "is_array", "hos
 
 def is_array(x) -> bool:
     """True for an array of any supported library (not for Python scalars or lists)."""
-    return array_api_compat.is_array_api_obj(x) and not isinstance(x, (int, float, complex, bool))
+    # NumPy scalars (np.float64 subclasses float) count as arrays; Python numbers do not.
+    return array_api_compat.is_array_api_obj(x) and type(x) not in (int, float, complex, bool)
 
 
 def get_namespace(*arrays):
@@ -54,7 +55,7 @@ def to_numpy(x) -> np.ndarray:
     """Copy array ``x`` of any backend to a NumPy array on the host (an explicit transfer)."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, (int, float, bool, complex, list, tuple)):
+    if isinstance(x, (int, float, bool, complex, list, tuple, np.generic)):
         return np.asarray(x)
     if array_api_compat.is_torch_array(x):
         return x.detach().cpu().numpy()

@@ -1,0 +1,611 @@
+"""Whitened sparse variational GP (SVGP) with Cholesky or CIQ whitening.
+
+Hensman, Matthews & Ghahramani (2015), "Scalable variational Gaussian process classification";
+whitening as in the seed-000 study (Pleiss et al. 2020, section "Whitened Stochastic Variational
+Gaussian Processes"); formulas in the design notes, section 4.1.
+
+With ``u = W u'``, ``W W^T = K_ZZ`` and ``q(u') = N(m', S')``, ``S' = R R^T`` (``R = q_sqrt``), a
+minibatch ``X_B`` of size ``b`` has ``A = W^{-1} K_ZX`` (m, b) and
+
+    mu  = c + A^T m',        var = diag(K_XX) - colsum(A * A) + colsum((R^T A)^2),
+    ELBO = (N / b) sum_i E_q[log p(y_i | f_i)] - KL(N(m', S') || N(0, I)).
+
+``W`` is the lower Cholesky factor ``L`` ("cholesky") or the symmetric ``K_ZZ^{1/2}`` ("ciq",
+through :func:`gpnum.ciq.inv_sqrt_matmul`). Gradients are hand-derived: through the triangular
+solve and the Cholesky factorisation (Murray 2016) for Cholesky whitening, O(m^3) once per step;
+through the CIQ backward pass (one more msMINRES and one ``param_vjp``) for CIQ whitening, with no
+O(m^3) operation.
+"""
+
+from __future__ import annotations
+
+from gpnum import backend as B
+from gpnum.backend import asarray, cholesky, cholesky_vjp, device_of, get_namespace, solve_triangular
+from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
+from gpnum.divergences import kl_whitened, kl_whitened_and_grad
+from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
+from gpnum.linalg import Dense, pcg, slq_logdet
+from gpnum.params import Parameterised
+
+__all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
+
+_PREDICT_CHUNK = 4096
+
+
+def q_sqrt_to_precision(R):
+    """``S^{-1} = R^{-T} R^{-1}`` for a lower-triangular ``R`` (m, m) with ``S = R R^T``."""
+    xp = get_namespace(R)
+    Rinv = solve_triangular(R, xp.eye(R.shape[0], dtype=R.dtype, device=device_of(R)), lower=True)
+    return Rinv.T @ Rinv
+
+
+def precision_to_q_sqrt(P, *, max_tries=0):
+    """Lower-triangular ``R`` (m, m) with ``R R^T = P^{-1}``, from one Cholesky factorisation.
+
+    With the exchange matrix ``J`` (reversal of rows and columns): ``J P J = L L^T`` gives
+    ``P^{-1} = J L^{-T} J J L^{-1} J``, and ``R = J L^{-T} J`` is lower triangular.
+
+    Raises
+    ------
+    NotPSDError
+        If ``P`` is not positive definite (no jitter is added unless ``max_tries > 0``).
+    """
+    xp = get_namespace(P)
+    m = P.shape[0]
+    L = cholesky(xp.flip(P, axis=(0, 1)), max_tries=max_tries)
+    Linv_T = solve_triangular(L, xp.eye(m, dtype=P.dtype, device=device_of(P)), lower=True,
+                              trans=True)
+    return xp.tril(xp.flip(Linv_T, axis=(0, 1)))
+
+
+class SVGP(Parameterised):
+    """Whitened sparse variational Gaussian process.
+
+    Parameters
+    ----------
+    kernel : gpnum.kernels kernel
+        Covariance function (its parameters are learned).
+    likelihood : gpnum.likelihoods likelihood
+        Observation model (its parameters are learned).
+    inducing_points : array (m, d)
+        Initial inducing inputs ``Z`` (learned). Their namespace, device and floating dtype become
+        the model's (a NumPy array goes to the default backend ``GPNUM_BACKEND``).
+    num_data : int
+        Size ``N`` of the whole training set: the data term is scaled by ``N / batch``.
+    whitening : {"cholesky", "ciq"}
+        How ``K_ZZ^{-1/2} K_ZX`` is formed.
+    mean : float
+        Constant prior mean ``c`` (learned).
+    jitter : float
+        Added to the diagonal of ``K_ZZ`` only. With Cholesky whitening a matrix that still fails
+        is retried with growing jitter before :class:`gpnum.NotPSDError` is raised.
+    ciq_options : dict, optional
+        Keywords for :func:`gpnum.ciq.inv_sqrt_matmul` (``num_quad``, ``rtol``, ``maxiter``,
+        ``eigen_bounds``) when ``whitening="ciq"``.
+    num_latent : int, optional
+        Number of independent latent functions (default: ``likelihood.num_latent``). They share
+        the kernel and inducing points and have one ``q`` each.
+
+    Attributes
+    ----------
+    q_mu : array (m,) or (num_latent, m)
+        Whitened variational mean ``m'`` (zeros initially).
+    q_sqrt : array (m, m) or (num_latent, m, m)
+        Lower-triangular ``R`` with ``S' = R R^T`` (identity initially). Assigned values are
+        lower-triangularised.
+    inducing_points : array (m, d)
+    mean : array ()
+
+    Notes
+    -----
+    float32: with Cholesky whitening the factorisation of ``K_ZZ`` and the triangular solves run
+    in float64 and the results are cast back, because float32 Cholesky of a kernel matrix with a
+    small jitter fails or loses most digits for m in the thousands; everything else, including
+    CIQ whitening, runs in the working dtype.
+    """
+
+    _param_names = ("q_mu", "q_sqrt", "q_theta1", "q_precision", "inducing_points", "mean")
+    _positive = ()
+    _Q_NAMES = {"cholesky": ("q_mu", "q_sqrt"), "natural": ("q_theta1", "q_precision")}
+
+    def __init__(self, kernel, likelihood, inducing_points, *, num_data, whitening="cholesky",
+                 mean=0.0, jitter=1e-6, ciq_options=None, num_latent=None):
+        if whitening not in ("cholesky", "ciq"):
+            raise ValueError(f"whitening: expected 'cholesky' or 'ciq', got {whitening!r}")
+        if B.is_array(inducing_points):
+            xp = get_namespace(inducing_points)
+            dtype = (inducing_points.dtype if xp.isdtype(inducing_points.dtype, "real floating")
+                     else None)
+            self._init_namespace(xp, dtype, device_of(inducing_points))
+        else:
+            self._init_namespace(kernel.xp, kernel.dtype, None)
+        Z = asarray(inducing_points, dtype=self.dtype, xp=self.xp, device=self._device)
+        if Z.ndim != 2:
+            raise ShapeError(f"inducing_points: expected shape (m, d), got {describe_shape(Z.shape)}")
+        self.num_data = int(num_data)
+        if self.num_data < 1:
+            raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.whitening = whitening
+        self.jitter = float(jitter)
+        if not self.jitter >= 0.0:
+            raise ValueError(f"jitter: expected a number >= 0, got {jitter!r}")
+        self.ciq_options = dict(ciq_options or {})
+        unknown = set(self.ciq_options) - {"num_quad", "rtol", "maxiter", "eigen_bounds",
+                                           "num_lanczos"}
+        if unknown:
+            raise ValueError(f"ciq_options: unknown key(s) {sorted(unknown)}; expected num_quad, "
+                             f"rtol, maxiter, eigen_bounds, num_lanczos")
+        self.num_latent = int(num_latent if num_latent is not None
+                              else getattr(likelihood, "num_latent", 1))
+        m = Z.shape[0]
+        xp, dt, dev = self.xp, self.dtype, self._device
+        self.inducing_points = Z
+        self.mean = 0.0 if mean is None else mean
+        self.krylov_options = {"rtol": 1e-8 if self.dtype == xp.float64 else 1e-5, "maxiter": None, "num_probes": 16,
+                               "num_lanczos": 30, "seed": 0}
+        object.__setattr__(self, "_form", "cholesky")
+        if self.num_latent == 1:
+            self.q_mu = xp.zeros((m,), dtype=dt, device=dev)
+            self.q_sqrt = xp.eye(m, dtype=dt, device=dev)
+        else:
+            self.q_mu = xp.zeros((self.num_latent, m), dtype=dt, device=dev)
+            self.q_sqrt = xp.broadcast_to(xp.eye(m, dtype=dt, device=dev),
+                                          (self.num_latent, m, m))
+        object.__setattr__(self, "q_theta1", None)
+        object.__setattr__(self, "q_precision", None)
+
+    # ------------------------------------------------------------------ parameters
+    def _convert_param(self, name, value):
+        arr = super()._convert_param(name, value)
+        if name == "q_sqrt":
+            arr = self.xp.tril(arr)
+        return arr
+
+    @property
+    def num_inducing(self) -> int:
+        return self.inducing_points.shape[0]
+
+    def parameters(self) -> dict:
+        """All learnable parameters in natural form, as a flat dict.
+
+        Keys: ``q_mu``, ``q_sqrt``, ``inducing_points``, ``mean``, ``kernel.<name>``,
+        ``likelihood.<name>``.
+        """
+        inactive = self._Q_NAMES["natural" if self._form == "cholesky" else "cholesky"]
+        out = {n: getattr(self, n) for n in self._param_names if n not in inactive}
+        out.update({f"kernel.{k}": v for k, v in self.kernel.parameters().items()})
+        out.update({f"likelihood.{k}": v for k, v in self.likelihood.parameters().items()})
+        return out
+
+    def _split(self, values: dict):
+        own, kern, lik = {}, {}, {}
+        for k, v in values.items():
+            if k.startswith("kernel."):
+                kern[k[7:]] = v
+            elif k.startswith("likelihood."):
+                lik[k[11:]] = v
+            elif k in self._param_names:
+                if k not in self.parameters():
+                    raise KeyError(f"{k!r} is not a parameter of the model in its "
+                                   f"{self._form!r} variational form; call "
+                                   f"{'to_natural' if self._form == 'cholesky' else 'to_cholesky'}"
+                                   f"() first")
+                own[k] = v
+            else:
+                raise KeyError(f"unknown parameter {k!r}; expected one of "
+                               f"{sorted(self.parameters())}")
+        return own, kern, lik
+
+    def set_parameters(self, values: dict) -> None:
+        own, kern, lik = self._split(values)
+        super().set_parameters(own)
+        if kern:
+            self.kernel.set_parameters(kern)
+        if lik:
+            self.likelihood.set_parameters(lik)
+
+    def unconstrained(self) -> dict:
+        out = {k: v for k, v in self.parameters().items() if "." not in k}
+        out.update({f"kernel.{k}": v for k, v in self.kernel.unconstrained().items()})
+        out.update({f"likelihood.{k}": v for k, v in self.likelihood.unconstrained().items()})
+        return out
+
+    def set_unconstrained(self, values: dict) -> None:
+        own, kern, lik = self._split(values)
+        super().set_unconstrained(own)
+        if kern:
+            self.kernel.set_unconstrained(kern)
+        if lik:
+            self.likelihood.set_unconstrained(lik)
+
+    def grad_to_unconstrained(self, grads: dict) -> dict:
+        own, kern, lik = self._split(grads)
+        out = super().grad_to_unconstrained(own)
+        out.update({f"kernel.{k}": v for k, v in self.kernel.grad_to_unconstrained(kern).items()})
+        out.update({f"likelihood.{k}": v
+                    for k, v in self.likelihood.grad_to_unconstrained(lik).items()})
+        return out
+
+    def save(self, path) -> None:
+        """Write the model and its training state to a ``.npz`` file (see :mod:`gpnum.checkpoint`).
+
+        Reload with ``gpnum.load(path)``.
+        """
+        from gpnum.checkpoint import save  # the checkpoint layer sits above the models
+
+        save(self, path)
+
+    # ------------------------------------------------------------------ input checks
+    def _check_X(self, X, name="X"):
+        X = asarray(X, dtype=self.dtype, xp=self.xp, device=self._device)
+        d = self.inducing_points.shape[1]
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ShapeError(f"{name}: expected shape (n, {d}), got {describe_shape(X.shape)}")
+        check_finite(self.xp, X, name)
+        return X
+
+    def _check_y(self, y, n):
+        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ShapeError(f"y: expected shape ({n},) to match X, got {describe_shape(y.shape)}")
+        check_finite(self.xp, y, "y")
+        if hasattr(self.likelihood, "check_targets"):
+            self.likelihood.check_targets(y)
+        return y
+
+    def _q(self):
+        """q_mu (L, m) and q_sqrt (L, m, m) with a leading latent axis (Cholesky form)."""
+        if self._form != "cholesky":
+            raise RuntimeError("the model holds q in natural form; call to_cholesky() first")
+        if self.num_latent == 1:
+            return self.q_mu[None, :], self.q_sqrt[None, :, :]
+        return self.q_mu, self.q_sqrt
+
+    def _q_natural(self):
+        """q_theta1 (L, m) and q_precision (L, m, m) with a leading latent axis."""
+        if self.num_latent == 1:
+            return self.q_theta1[None, :], self.q_precision[None, :, :]
+        return self.q_theta1, self.q_precision
+
+    # ------------------------------------------------------------------ variational forms
+    @property
+    def variational_form(self) -> str:
+        """``"cholesky"`` (``q_mu``, ``q_sqrt``) or ``"natural"`` (``q_theta1``, ``q_precision``)."""
+        return self._form
+
+    def to_natural(self) -> None:
+        """Hold q as natural parameters: ``q_theta1 = S'^{-1} m'``, ``q_precision = S'^{-1}``.
+
+        In this form the marginals need only solves with the precision (PCG, see
+        ``krylov_options``), never a factorisation: the form of the O(J m^2) natural gradient
+        (design notes 4.2). The conversion itself costs O(m^3) once (free from the initial
+        ``q_sqrt = I``).
+        """
+        if self._form == "natural":
+            return
+        q_mu, q_sqrt = self._q()
+        th, P = [], []
+        for l in range(self.num_latent):
+            prec = q_sqrt_to_precision(q_sqrt[l, ...])
+            th.append(prec @ q_mu[l, ...])
+            P.append(prec)
+        th, P = self.xp.stack(th), self.xp.stack(P)
+        object.__setattr__(self, "_form", "natural")
+        self.q_theta1 = th[0, ...] if self.num_latent == 1 else th
+        self.q_precision = P[0, ...] if self.num_latent == 1 else P
+        object.__setattr__(self, "q_mu", None)
+        object.__setattr__(self, "q_sqrt", None)
+
+    def to_cholesky(self) -> None:
+        """Hold q as ``q_mu``, ``q_sqrt`` again (one Cholesky of each precision, O(m^3))."""
+        if self._form == "cholesky":
+            return
+        th, P = self._q_natural()
+        mus, Rs = [], []
+        for l in range(self.num_latent):
+            R = precision_to_q_sqrt(P[l, ...])
+            mus.append(R @ (R.T @ th[l, ...]))
+            Rs.append(R)
+        mus, Rs = self.xp.stack(mus), self.xp.stack(Rs)
+        object.__setattr__(self, "_form", "cholesky")
+        self.q_mu = mus[0, ...] if self.num_latent == 1 else mus
+        self.q_sqrt = Rs[0, ...] if self.num_latent == 1 else Rs
+        object.__setattr__(self, "q_theta1", None)
+        object.__setattr__(self, "q_precision", None)
+
+    def _natural_solves(self, A):
+        """m' (L, m) and S'A (L, m, b) by PCG against each precision."""
+        xp = self.xp
+        th, P = self._q_natural()
+        opts = self.krylov_options
+        ms, SAs = [], []
+        for l in range(self.num_latent):
+            rhs = xp.concat([th[l, ...][:, None], A], axis=1)
+            res = pcg(Dense(P[l, ...]), rhs, rtol=opts["rtol"], maxiter=opts["maxiter"])
+            if res.info < 0:
+                raise NotPSDError(
+                    f"q_precision of latent {l} is not positive definite (CG breakdown: "
+                    f"{res.status}); lower the natural-gradient step size")
+            ms.append(res.x[:, 0])
+            SAs.append(res.x[:, 1:])
+        return xp.stack(ms), xp.stack(SAs)
+
+    # ------------------------------------------------------------------ whitening
+    def _kzz(self):
+        xp = self.xp
+        Z = self.inducing_points
+        K = self.kernel(Z)
+        if self.jitter:
+            K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
+        return K
+
+    def _whiten(self, Kzx):
+        """A = W^{-1} K_ZX and what its backward pass needs."""
+        xp = self.xp
+        Kzz = self._kzz()
+        if self.whitening == "cholesky":
+            high = xp.float64
+            L = cholesky(xp.astype(Kzz, high), jitter=max(self.jitter, 1e-12) * 10.0)
+            A = xp.astype(solve_triangular(L, xp.astype(Kzx, high), lower=True), self.dtype)
+            return A, {"L": L, "Kzx": Kzx}
+        op = Dense(Kzz, symmetric=True)
+        res = inv_sqrt_matmul(op, Kzx, **self.ciq_options)
+        return res.x, {"op": op, "res": res, "Kzx": Kzx}
+
+    def _whiten_backward(self, A, cache, A_bar):
+        """(K_ZZ_bar (m, m), K_ZX_bar (m, b)) from the cotangent of A."""
+        xp = self.xp
+        if self.whitening == "cholesky":
+            high = xp.float64
+            L = cache["L"]
+            Kzx_bar = solve_triangular(L, xp.astype(A_bar, high), lower=True, trans=True)
+            L_bar = -xp.tril(Kzx_bar @ xp.astype(A, high).T)
+            Kzz_bar = cholesky_vjp(L, L_bar)
+            return xp.astype(Kzz_bar, self.dtype), xp.astype(Kzx_bar, self.dtype)
+        rtol = self.ciq_options.get("rtol", 1e-3)
+        maxiter = self.ciq_options.get("maxiter", 200)
+        Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
+                                          rtol=rtol, maxiter=maxiter)
+        return g["A"], Kzx_bar
+
+    # ------------------------------------------------------------------ forward pieces
+    def _marginals(self, X):
+        """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass."""
+        xp = self.xp
+        Z = self.inducing_points
+        Kzx = self.kernel(Z, X)
+        A, cache = self._whiten(Kzx)
+        kdiag = self.kernel.diag(X)
+        base = (kdiag - xp.sum(A * A, axis=0))[:, None]
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+            RtA = xp.matmul(xp.permute_dims(q_sqrt, (0, 2, 1)), A[None, :, :])  # (L, m, b)
+            SA = None
+            var = base + xp.sum(RtA * RtA, axis=1).T
+        else:
+            q_mu, SA = self._natural_solves(A)
+            RtA = None
+            var = base + xp.sum(A[None, :, :] * SA, axis=1).T
+        mu = self.mean + A.T @ q_mu.T  # (b, L)
+        return mu, var, {"A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu, "whiten": cache}
+
+    def _squeeze(self, a):
+        return a[:, 0] if self.num_latent == 1 else a
+
+    def kl(self):
+        """KL(q(u') || N(0, I)) summed over latent functions (a 0-d array).
+
+        Exact in the Cholesky form. In the natural form it is a stochastic estimate for
+        monitoring only: ``tr S'`` by Hutchinson probes solved with PCG and ``log|S'|`` by
+        stochastic Lanczos quadrature (``krylov_options``: ``num_probes``, ``num_lanczos``,
+        ``seed``), never a factorisation.
+        """
+        xp = self.xp
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+            total = kl_whitened(q_mu[0, ...], q_sqrt[0, ...])
+            for l in range(1, self.num_latent):
+                total = total + kl_whitened(q_mu[l, ...], q_sqrt[l, ...])
+            return total
+        opts = self.krylov_options
+        th, P = self._q_natural()
+        m = th.shape[1]
+        rng = B.default_rng(opts["seed"], xp=xp, device=self._device)
+        total = 0.0
+        for l in range(self.num_latent):
+            Zp = rng.rademacher((m, opts["num_probes"]), dtype=self.dtype)
+            rhs = xp.concat([th[l, ...][:, None], Zp], axis=1)
+            sol = pcg(Dense(P[l, ...]), rhs, rtol=opts["rtol"], maxiter=opts["maxiter"]).x
+            mean = sol[:, 0]
+            trace = xp.sum(Zp * sol[:, 1:]) / opts["num_probes"]
+            logdet_prec = slq_logdet(Dense(P[l, ...]), num_probes=opts["num_probes"],
+                                     num_iter=opts["num_lanczos"], seed=opts["seed"] + l)
+            total = total + 0.5 * (xp.sum(mean * mean) + trace + logdet_prec - m)
+        return total
+
+    def _expected_loglik(self, y, mu, var):
+        ve = self.likelihood.variational_expectations(y, self._squeeze(mu), self._squeeze(var))
+        return ve
+
+    # ------------------------------------------------------------------ public API
+    def elbo(self, X, y):
+        """The ELBO on a minibatch, scaled to the whole data set.
+
+        ``(num_data / b) * sum_i E_q[log p(y_i | f_i)] - KL`` (GPflow's convention; GPyTorch
+        reports this divided by ``num_data``).
+
+        Parameters
+        ----------
+        X : array (b, d)
+        y : array (b,)
+
+        Returns
+        -------
+        elbo : 0-d array
+        """
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        self._check_batch(X.shape[0])
+        mu, var, _ = self._marginals(X)
+        ve = self._expected_loglik(y, mu, var)
+        return (self.num_data / X.shape[0]) * self.xp.sum(ve) - self.kl()
+
+    def _check_batch(self, b):
+        if self.num_data < b:
+            raise ValueError(f"num_data: expected at least the batch size {b}, got "
+                             f"{self.num_data}")
+
+    def data_term_and_grad(self, X, y):
+        """Data term of the ELBO and its gradients w.r.t. the marginals and ``A``.
+
+        Used by the natural-gradient optimisers. Returns a dict with ``value`` (0-d, scaled by
+        ``num_data / b``), ``A`` (m, b), ``g_mu`` and ``g_var`` ((b, L), already scaled), ``mu``,
+        ``var``, ``lik_grads`` (scaled), and the forward cache.
+        """
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        self._check_batch(X.shape[0])
+        mu, var, cache = self._marginals(X)
+        ve, g = self.likelihood.variational_expectations_and_grad(
+            y, self._squeeze(mu), self._squeeze(var))
+        scale = self.num_data / X.shape[0]
+        g_mu = g["mu"][:, None] if self.num_latent == 1 else g["mu"]
+        g_var = g["var"][:, None] if self.num_latent == 1 else g["var"]
+        return {"value": scale * self.xp.sum(ve), "A": cache["A"], "g_mu": scale * g_mu,
+                "g_var": scale * g_var, "mu": mu, "var": var,
+                "lik_grads": {k: scale * v for k, v in g["params"].items()},
+                "cache": cache, "X": X}
+
+    def elbo_and_grad(self, X, y, *, return_data=False):
+        """ELBO (see :meth:`elbo`) and its gradient w.r.t. every parameter.
+
+        Returns
+        -------
+        elbo : 0-d array
+        grads : dict
+            Keys as :meth:`parameters`; natural form (``q_sqrt``: lower triangle only). In the
+            natural variational form there are no entries for q (natural gradients update it).
+        data : dict
+            Only with ``return_data=True``: :meth:`data_term_and_grad`'s output, which the
+            natural-gradient step reuses.
+        """
+        xp = self.xp
+        d = self.data_term_and_grad(X, y)
+        A, g_mu, g_var = d["A"], d["g_mu"], d["g_var"]
+        c = d["cache"]
+        X = d["X"]
+        grads = {}
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+            RtA = c["RtA"]
+            kl_total = None
+            gkl_m, gkl_L = [], []
+            for l in range(self.num_latent):
+                v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...])
+                kl_total = v if kl_total is None else kl_total + v
+                gkl_m.append(gk["m"])
+                gkl_L.append(gk["L"])
+            # mu = c + A^T m'; var contains colsum((R^T A)^2).
+            grads_q_mu = (A @ g_mu).T - xp.stack(gkl_m)
+            AG = A.T[None, :, :] * g_var.T[:, :, None]  # (L, b, m) = (A diag(g_var_l))^T
+            grads_q_sqrt = xp.tril(2.0 * xp.matmul(xp.permute_dims(AG, (0, 2, 1)),
+                                                   xp.permute_dims(RtA, (0, 2, 1))))
+            grads_q_sqrt = grads_q_sqrt - xp.stack(gkl_L)
+            grads["q_mu"] = grads_q_mu[0, ...] if self.num_latent == 1 else grads_q_mu
+            grads["q_sqrt"] = grads_q_sqrt[0, ...] if self.num_latent == 1 else grads_q_sqrt
+            SA = xp.matmul(q_sqrt, RtA)  # (L, m, b)
+        else:
+            # Natural form: q is updated by natural gradients, not by these gradients, and the
+            # KL does not depend on the other parameters.
+            kl_total = self.kl()
+            SA = c["SA"]
+        # A's cotangent: sum_l [m'_l g_mu_l^T + 2 (S'_l A - A) diag(g_var_l)].
+        A_bar = c["q_mean"].T @ g_mu.T + 2.0 * xp.sum((SA - A[None, :, :]) * g_var.T[:, None, :],
+                                                      axis=0)
+        g_kdiag = xp.sum(g_var, axis=1)
+        Kzz_bar, Kzx_bar = self._whiten_backward(A, d["cache"]["whiten"], A_bar)
+        Z = self.inducing_points
+        gzz = self.kernel.gram_vjp(Kzz_bar, Z)
+        gzx = self.kernel.gram_vjp(Kzx_bar, Z, X)
+        gdiag = self.kernel.diag_vjp(g_kdiag, X)
+        for name in self.kernel.parameters():
+            grads[f"kernel.{name}"] = (gzz["params"][name] + gzx["params"][name]
+                                       + gdiag["params"][name])
+        for name, v in d["lik_grads"].items():
+            grads[f"likelihood.{name}"] = v
+        grads["inducing_points"] = gzz["X1"] + gzx["X1"]
+        grads["mean"] = xp.sum(g_mu)
+        if return_data:
+            return d["value"] - kl_total, grads, d
+        return d["value"] - kl_total, grads
+
+    def predict_f(self, X):
+        """Marginal mean and variance of the latent function(s) at ``X``.
+
+        Parameters
+        ----------
+        X : array (n, d)
+
+        Returns
+        -------
+        mean, var : arrays (n,) (or (n, num_latent))
+        """
+        X = self._check_X(X)
+        mus, vs = [], []
+        for start in range(0, X.shape[0], _PREDICT_CHUNK):
+            mu, var, _ = self._marginals(X[start:start + _PREDICT_CHUNK, :])
+            mus.append(mu)
+            vs.append(var)
+        mu = self.xp.concat(mus, axis=0)
+        var = self.xp.concat(vs, axis=0)
+        return self._squeeze(mu), self._squeeze(var)
+
+    def predict_y(self, X):
+        """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
+        mu, var = self.predict_f(X)
+        return self.likelihood.predict_mean_and_var(mu, var)
+
+    def log_predictive_density(self, X, y):
+        """Per-point ``log p(y_i | x_i)`` under the approximate posterior, shape (n,)."""
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        mu, var = self.predict_f(X)
+        return self.likelihood.predictive_log_density(y, mu, var)
+
+    def sample_f(self, X, num_samples, seed):
+        """Joint samples of the latent function at ``X`` from the approximate posterior.
+
+        Forms the (n, n) posterior covariance ``K_XX - A^T A + A^T S' A`` and samples through
+        its jittered Cholesky factor: meant for n up to a few thousand.
+
+        Returns
+        -------
+        samples : array (num_samples, n) (or (num_samples, n, num_latent))
+        """
+        xp = self.xp
+        X = self._check_X(X)
+        num_samples = int(num_samples)
+        if num_samples < 1:
+            raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples}")
+        Kzx = self.kernel(self.inducing_points, X)
+        A, _ = self._whiten(Kzx)
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+            SA = xp.matmul(q_sqrt, xp.matmul(xp.permute_dims(q_sqrt, (0, 2, 1)), A[None, :, :]))
+        else:
+            q_mu, SA = self._natural_solves(A)
+        rng = B.default_rng(seed, xp=xp, device=self._device)
+        n = X.shape[0]
+        Kxx = self.kernel(X)
+        out = []
+        for l in range(self.num_latent):
+            cov = Kxx - A.T @ A + A.T @ SA[l, ...]
+            cov = 0.5 * (cov + cov.T)
+            Lc = xp.astype(cholesky(xp.astype(cov, xp.float64), jitter=1e-10, max_tries=6),
+                           self.dtype)
+            eps = rng.normal((n, num_samples), dtype=self.dtype)
+            f = self.mean + (A.T @ q_mu[l, ...])[:, None] + Lc @ eps
+            out.append(f.T)
+        return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)

@@ -1,0 +1,185 @@
+"""CIQ: accuracy against the eigendecomposition, the whitening identity, backward passes against
+finite differences, prior sampling through a lazy kernel matrix, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from gpnum import backend as B
+from gpnum.ciq import (ciq_quadrature, inv_sqrt_matmul, inv_sqrt_matmul_vjp, sample_mvn,
+                       sqrt_matmul, sqrt_matmul_vjp)
+from gpnum.errors import ConvergenceWarning, NotPSDError, ShapeError
+from gpnum.kernels import RBF, Matern52
+from gpnum.linalg import AddedDiag, Dense, KernelMatrix
+from gradcheck import check_grad
+
+
+def kernel_matrix(kind, m, cond, seed=0):
+    """A kernel matrix plus the diagonal that sets its condition number to about ``cond``."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 1, (m, 1)), axis=0)
+    d = np.abs(x - x.T) / 0.2
+    if kind == "rbf":
+        K = np.exp(-0.5 * d**2)
+    else:
+        K = (1 + np.sqrt(5) * d + 5 / 3 * d**2) * np.exp(-np.sqrt(5) * d)
+    lmax = np.linalg.eigvalsh(K)[-1]
+    return K + (lmax / cond) * np.eye(m)
+
+
+def eig_power(K, B, p):
+    w, V = np.linalg.eigh(K)
+    return (V * w**p) @ V.T @ B
+
+
+def test_quadrature_rule_accuracy():
+    for kappa in (1e2, 1e4, 1e6):
+        lam = np.logspace(0, np.log10(kappa), 200)
+        s, w = ciq_quadrature(1.0, kappa, 15)
+        approx = (w / (lam[:, None] + s)).sum(1)
+        bound = np.exp(-2 * np.pi**2 * 15 / (np.log(kappa) + 3))
+        assert np.max(np.abs(approx * np.sqrt(lam) - 1)) < 10 * bound + 1e-14
+    s, w = ciq_quadrature(2.0, 2.0, 5)  # a multiple of the identity
+    assert abs((w / (2.0 + s)).sum() - 2.0**-0.5) < 1e-7
+
+
+@pytest.mark.parametrize("kind", ["matern52", "rbf"])
+@pytest.mark.parametrize("cond", [1e2, 1e4, 1e6])
+def test_inv_sqrt_matches_eigh(to_xp, xp, dtype, kind, cond):
+    f32 = dtype == xp.float32
+    if f32 and cond > 1e4:
+        pytest.skip("float32 resolves condition numbers up to about 1e4")
+    m, k = 60, 3
+    K = kernel_matrix(kind, m, cond)
+    Bm = np.random.default_rng(1).standard_normal((m, k))
+    rtol = 1e-3 if f32 else 1e-6
+    res = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400)
+    ref = eig_power(K, Bm, -0.5)
+    x = B.to_numpy(res.x)
+    assert x.shape == (m, k) and res.info == 0
+    err = np.linalg.norm(x - ref) / np.linalg.norm(ref)
+    assert err < 20 * rtol, err
+    s = B.to_numpy(sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400).x)
+    ref_s = eig_power(K, Bm, 0.5)
+    assert np.linalg.norm(s - ref_s) / np.linalg.norm(ref_s) < 20 * rtol
+
+
+def test_whitening_identity():
+    K = kernel_matrix("matern52", 80, 1e4, seed=2)
+    Bm = np.random.default_rng(3).standard_normal((80, 5))
+    x = inv_sqrt_matmul(K, Bm, rtol=1e-8, maxiter=500).x
+    np.testing.assert_allclose(x.T @ x, Bm.T @ np.linalg.solve(K, Bm), rtol=1e-5, atol=1e-6)
+
+
+def test_vector_right_hand_side_and_result_fields():
+    K = kernel_matrix("rbf", 30, 1e3)
+    b = np.random.default_rng(4).standard_normal(30)
+    r = inv_sqrt_matmul(K, b, num_quad=8, rtol=1e-6)
+    assert r.x.shape == (30,) and r.shifts.shape == (8,) and r.weights.shape == (8,)
+    assert r.solves.shape == (8, 30, 1)
+    lo, hi = r.eigen_bounds
+    w = np.linalg.eigvalsh(K)
+    assert 0 < lo <= w[0] and hi >= w[-1]
+    assert "converged" in repr(r)
+
+
+def _kernel_operator(kern, X, jitter=1e-3):
+    return AddedDiag(KernelMatrix(kern, X), jitter * np.ones(X.shape[0]))
+
+
+@pytest.mark.parametrize("which", ["inv_sqrt", "sqrt"])
+def test_vjp_finite_differences(which):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (12, 2))
+    Bm = rng.standard_normal((12, 2))
+    xbar = rng.standard_normal((12, 2))
+    opts = dict(num_quad=40, rtol=1e-12, maxiter=200)
+    fwd = inv_sqrt_matmul if which == "inv_sqrt" else sqrt_matmul
+    vjp = inv_sqrt_matmul_vjp if which == "inv_sqrt" else sqrt_matmul_vjp
+
+    def value(ls, var, Bm_):
+        op = _kernel_operator(Matern52(lengthscale=ls, variance=var), X)
+        return float(np.sum(xbar * fwd(op, Bm_, **opts).x))
+
+    kern = Matern52(lengthscale=np.array([0.4, 0.6]), variance=1.3)
+    op = _kernel_operator(kern, X)
+    res = fwd(op, Bm, **opts)
+    bbar, g = vjp(res, op, Bm, xbar, rtol=1e-12)
+    check_grad(lambda b: value(np.array([0.4, 0.6]), 1.3, b), Bm, bbar, name="B")
+    gk = g["operator"]["kernel"]
+    check_grad(lambda ls: value(ls, 1.3, Bm), np.array([0.4, 0.6]), gk["lengthscale"],
+               name="lengthscale")
+    check_grad(lambda v: value(np.array([0.4, 0.6]), float(v), Bm), np.array(1.3),
+               gk["variance"], name="variance")
+
+
+def test_vjp_on_every_backend(to_xp, xp, dtype):
+    K = kernel_matrix("matern52", 25, 1e3, seed=6)
+    rng = np.random.default_rng(7)
+    Bm, xbar = rng.standard_normal((25, 2)), rng.standard_normal((25, 2))
+    rtol = 1e-3 if dtype == xp.float32 else 1e-8
+    res = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol)
+    bbar, g = inv_sqrt_matmul_vjp(res, to_xp(K), to_xp(Bm), to_xp(xbar), rtol=rtol)
+    # Dense references: d/dB sum(xbar * K^{-1/2} B) = K^{-1/2} xbar; w.r.t. K through eigh.
+    np.testing.assert_allclose(B.to_numpy(bbar), eig_power(K, xbar, -0.5),
+                               rtol=50 * rtol, atol=50 * rtol)
+    w, V = np.linalg.eigh(K)
+    f = w**-0.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        D = (f[:, None] - f[None, :]) / (w[:, None] - w[None, :])
+    D[np.diag_indices_from(D)] = -0.5 * w**-1.5
+    Gk = V @ (D * (V.T @ xbar @ Bm.T @ V)) @ V.T  # Daleckii-Krein
+    G = B.to_numpy(g["A"])
+    Gs = 0.5 * (G + G.T)
+    np.testing.assert_allclose(Gs, 0.5 * (Gk + Gk.T), rtol=100 * rtol, atol=100 * rtol)
+
+
+def test_sample_mvn_through_lazy_kernel_matrix(xp, dtype, device):
+    grid = np.linspace(0, 1, 6)[:, None]
+    kern = RBF(lengthscale=0.4, variance=1.5, xp=xp, dtype=dtype, device=device)
+    Xg = B.asarray(grid, dtype=dtype, xp=xp, device=device)
+    op = AddedDiag(KernelMatrix(kern, Xg, block_size=2),
+                   B.asarray(np.full(6, 1e-2), dtype=dtype, xp=xp, device=device))
+    mean = B.asarray(np.arange(6.0), dtype=dtype, xp=xp, device=device)
+    S = B.to_numpy(sample_mvn(op, 4000, seed=0, mean=mean,
+                              rtol=1e-3 if dtype == xp.float32 else 1e-6))
+    assert S.shape == (6, 4000)
+    K = 1.5 * np.exp(-0.5 * (grid - grid.T) ** 2 / 0.16) + 1e-2 * np.eye(6)
+    emp = np.cov(S)
+    se = np.sqrt((K**2 + np.outer(np.diag(K), np.diag(K))) / 4000)  # sd of each entry
+    assert np.all(np.abs(emp - K) < 5 * se + 2e-3)
+    assert np.all(np.abs(S.mean(1) - np.arange(6.0)) < 5 * np.sqrt(np.diag(K) / 4000))
+
+
+def test_bad_input():
+    K = kernel_matrix("rbf", 10, 1e2)
+    b = np.ones((10, 2))
+    bad = b.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="B: expected finite values, got 1 NaN"):
+        inv_sqrt_matmul(K, bad)
+    with pytest.raises(ValueError, match="num_quad"):
+        inv_sqrt_matmul(K, b, num_quad=0)
+    with pytest.raises(ShapeError, match=r"B: expected shape \(10,\) or \(10, k\)"):
+        inv_sqrt_matmul(K, np.ones((9, 2)))
+    with pytest.raises(NotPSDError, match="not positive definite"):
+        inv_sqrt_matmul(np.diag(np.linspace(-1.0, 2.0, 10)), b)
+    with pytest.raises(ValueError, match="eigen_bounds"):
+        inv_sqrt_matmul(K, b, eigen_bounds=(0.0, 1.0))
+    with pytest.raises(ValueError, match="num_samples"):
+        sample_mvn(Dense(K, symmetric=True), 0, seed=0)
+    res = inv_sqrt_matmul(K, b)
+    with pytest.raises(ShapeError, match="x_bar"):
+        inv_sqrt_matmul_vjp(res, K, b, np.ones((10, 3)))
+
+
+def test_warns_when_stopping_short():
+    K = kernel_matrix("matern52", 200, 1e6)
+    b = np.random.default_rng(8).standard_normal((200, 1))
+    with pytest.warns(ConvergenceWarning, match="stopped after 3 iterations"):
+        r = inv_sqrt_matmul(K, b, rtol=1e-10, maxiter=3)
+    assert r.info > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inv_sqrt_matmul(K, b, rtol=1e-3, maxiter=400)

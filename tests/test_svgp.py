@@ -1,0 +1,303 @@
+"""SVGP: ELBO against an independent dense (unwhitened) computation, gradients against finite
+differences, the exact-GP limit, predictions, bad input."""
+
+import numpy as np
+import pytest
+from scipy.special import roots_hermite
+from scipy.stats import norm
+
+import gpnum
+from gpnum import backend as B
+from gpnum.kernels import Matern52
+from gpnum.likelihoods import Bernoulli, Gaussian, StudentT
+from gradcheck import check_grad
+
+# ---------------------------------------------------------------- independent NumPy reference
+
+
+def matern52(X1, X2, ls, var):
+    r = np.sqrt(np.maximum(((X1[:, None, :] - X2[None, :, :]) ** 2 / ls**2).sum(-1), 0.0))
+    s5 = np.sqrt(5.0) * r
+    return var * (1.0 + s5 + s5**2 / 3.0) * np.exp(-s5)
+
+
+def gaussian_ve(y, mu, v, s2):
+    return -0.5 * np.log(2 * np.pi * s2) - ((y - mu) ** 2 + v) / (2 * s2)
+
+
+def gh_ve(logp, y, mu, v, n=120):
+    t, w = roots_hermite(n)
+    f = mu[:, None] + np.sqrt(2 * v)[:, None] * t[None, :]
+    return (logp(y[:, None], f) * w).sum(1) / np.sqrt(np.pi)
+
+
+def sym_sqrt(K):
+    w, V = np.linalg.eigh(K)
+    return (V * np.sqrt(w)) @ V.T
+
+
+def dense_elbo(Z, X, y, q_mu, q_sqrt, ls, kvar, c, jitter, N, ve_fn, root="cholesky"):
+    """Unwhitened: q(u) = N(W m', W S' W^T) against p(u) = N(0, K_ZZ), full-covariance KL.
+
+    W is the Cholesky factor (root="cholesky") or the symmetric square root (root="ciq").
+    """
+    m = Z.shape[0]
+    Kzz = matern52(Z, Z, ls, kvar) + jitter * np.eye(m)
+    L = np.linalg.cholesky(Kzz) if root == "cholesky" else sym_sqrt(Kzz)
+    mu_u = L @ q_mu
+    S_u = L @ q_sqrt @ q_sqrt.T @ L.T
+    Kxz = matern52(X, Z, ls, kvar)
+    Kinv = np.linalg.inv(Kzz)
+    mu = c + Kxz @ Kinv @ mu_u
+    var = (kvar - np.einsum("ij,jk,ik->i", Kxz, Kinv, Kxz)
+           + np.einsum("ij,jk,ik->i", Kxz @ Kinv, S_u, Kxz @ Kinv))
+    kl = 0.5 * (np.trace(Kinv @ S_u) + mu_u @ Kinv @ mu_u - m
+                + np.linalg.slogdet(Kzz)[1] - np.linalg.slogdet(S_u)[1])
+    return N / X.shape[0] * ve_fn(y, mu, var).sum() - kl
+
+
+def problem(seed=0, m=6, b=7, d=2):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (b, d))
+    Z = rng.uniform(-1, 1, (m, d))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(b)
+    q_mu = rng.standard_normal(m) * 0.5
+    q_sqrt = np.tril(rng.standard_normal((m, m)) * 0.3) + np.eye(m) * 0.7
+    return X, Z, y, q_mu, q_sqrt
+
+
+def build(lik, Z, q_mu, q_sqrt, whitening="cholesky", N=40, ls=0.7, kvar=1.3, c=0.2, xp=None,
+          dtype=None, device=None, ciq=None):
+    kern = Matern52(lengthscale=np.full(Z.shape[1], ls), variance=kvar, xp=xp, dtype=dtype,
+                    device=device)
+    Zx = B.asarray(Z, dtype=dtype, xp=xp, device=device) if xp is not None else Z
+    model = gpnum.SVGP(kern, lik, Zx, num_data=N, whitening=whitening, mean=c, jitter=1e-6,
+                       ciq_options=ciq)
+    model.q_mu = q_mu
+    model.q_sqrt = q_sqrt
+    return model
+
+
+TIGHT_CIQ = {"num_quad": 40, "rtol": 1e-12, "maxiter": 200}
+
+# ---------------------------------------------------------------- ELBO value
+
+
+@pytest.mark.parametrize("whitening", ["cholesky", "ciq"])
+def test_elbo_matches_dense_unwhitened(whitening):
+    X, Z, y, q_mu, q_sqrt = problem()
+    s2 = 0.3
+    model = build(Gaussian(variance=s2), Z, q_mu, q_sqrt, whitening, ciq=TIGHT_CIQ)
+    ref = dense_elbo(Z, X, y, q_mu, q_sqrt, 0.7, 1.3, 0.2, 1e-6, 40,
+                     lambda y, mu, v: gaussian_ve(y, mu, v, s2), root=whitening)
+    got = float(B.to_numpy(model.elbo(X, y)))
+    rel = 1e-9 if whitening == "cholesky" else 1e-8
+    assert abs(got - ref) <= rel * abs(ref)
+
+
+def test_elbo_bernoulli_matches_dense():
+    X, Z, y, q_mu, q_sqrt = problem(1)
+    yb = (y > 0).astype(float)
+    model = build(Bernoulli(link="probit", num_gauss_hermite=60), Z, q_mu, q_sqrt)
+    ref = dense_elbo(Z, X, yb, q_mu, q_sqrt, 0.7, 1.3, 0.2, 1e-6, 40,
+                     lambda y, mu, v: gh_ve(lambda yy, f: np.where(yy > 0.5, norm.logcdf(f),
+                                                                  norm.logcdf(-f)), y, mu, v))
+    got = float(B.to_numpy(model.elbo(X, yb)))
+    assert abs(got - ref) <= 1e-9 * abs(ref)
+
+
+def test_cholesky_and_ciq_agree_within_ciq_tolerance():
+    X, Z, y, q_mu, q_sqrt = problem(2, m=30, b=20)
+    lik = Gaussian(variance=0.2)
+    # The two whitenings differ by the rotation Q = K^{-1/2} L: the same q(u) has
+    # m'_ciq = Q m'_chol and S'_ciq = Q S'_chol Q^T.
+    Kzz = matern52(Z, Z, 0.7, 1.3) + 1e-6 * np.eye(30)
+    Q = np.linalg.solve(sym_sqrt(Kzz), np.linalg.cholesky(Kzz))
+    np.testing.assert_allclose(Q @ Q.T, np.eye(30), atol=1e-6)
+    mu_c, R_c = Q @ q_mu, np.linalg.cholesky(Q @ q_sqrt @ q_sqrt.T @ Q.T)
+    e_chol = float(model_elbo(build(lik, Z, q_mu, q_sqrt, "cholesky"), X, y))
+    e_ciq = float(model_elbo(build(lik, Z, mu_c, R_c, "ciq", ciq={"rtol": 1e-4}), X, y))
+    assert abs(e_chol - e_ciq) <= 1e-3 * abs(e_chol)
+
+
+def model_elbo(model, X, y):
+    return B.to_numpy(model.elbo(X, y))
+
+
+def test_elbo_on_every_backend(xp, dtype, device):
+    X, Z, y, q_mu, q_sqrt = problem(3)
+    s2 = 0.4
+    ref = dense_elbo(Z, X, y, q_mu, q_sqrt, 0.7, 1.3, 0.2, 1e-6, 40,
+                     lambda y, mu, v: gaussian_ve(y, mu, v, s2))
+    for whitening in ("cholesky", "ciq"):
+        ref = dense_elbo(Z, X, y, q_mu, q_sqrt, 0.7, 1.3, 0.2, 1e-6, 40,
+                         lambda y, mu, v: gaussian_ve(y, mu, v, s2), root=whitening)
+        lik = Gaussian(variance=s2, xp=xp, dtype=dtype, device=device)
+        model = build(lik, Z, q_mu, q_sqrt, whitening, xp=xp, dtype=dtype, device=device,
+                      ciq={"rtol": 1e-6 if dtype == xp.float64 else 1e-4})
+        Xb = B.asarray(X, dtype=dtype, xp=xp, device=device)
+        yb = B.asarray(y, dtype=dtype, xp=xp, device=device)
+        val = model.elbo(Xb, yb)
+        assert B.get_namespace(val) is xp
+        tol = 1e-5 if dtype == xp.float64 else 2e-3
+        assert abs(float(B.to_numpy(val)) - ref) <= tol * abs(ref), whitening
+        e, g = model.elbo_and_grad(Xb, yb)
+        assert abs(float(B.to_numpy(e)) - ref) <= tol * abs(ref)
+        assert g["q_sqrt"].dtype == dtype and B.device_of(g["inducing_points"]) == device
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def _flat_check(model, X, y, tol=1e-6, eps=1e-6, atol=1e-12):
+    """Finite-difference check of every entry of elbo_and_grad (natural parameters)."""
+    _, grads = model.elbo_and_grad(X, y)
+    params = {k: B.to_numpy(v).copy() for k, v in model.parameters().items()}
+    assert set(grads) == set(params)
+    for name, p0 in params.items():
+        def f(p, name=name):
+            if name == "q_sqrt":
+                p = np.tril(p)
+            model.set_parameters({name: p})
+            try:
+                return float(B.to_numpy(model.elbo(X, y)))
+            finally:
+                model.set_parameters({name: params[name]})
+        check_grad(f, p0, B.to_numpy(grads[name]), rtol=tol, eps=eps, atol=atol, name=name)
+
+
+LIKELIHOODS = {
+    "gaussian": lambda: Gaussian(variance=0.3),
+    "studentt": lambda: StudentT(df=4.0, scale=0.5),
+    "bernoulli": lambda: Bernoulli(link="probit"),
+}
+
+
+@pytest.mark.parametrize("lik", sorted(LIKELIHOODS))
+@pytest.mark.parametrize("whitening", ["cholesky", "ciq"])
+def test_elbo_gradients_finite_differences(lik, whitening):
+    X, Z, y, q_mu, q_sqrt = problem(4, m=5, b=6)
+    if lik == "bernoulli":
+        y = (y > 0).astype(float)
+    model = build(LIKELIHOODS[lik](), Z, q_mu, q_sqrt, whitening, ciq=TIGHT_CIQ)
+    _flat_check(model, X, y)
+
+
+def test_multi_latent_gradients():
+    from gpnum.likelihoods import RobustMax
+
+    X, Z, y, _, _ = problem(5, m=5, b=6)
+    rng = np.random.default_rng(9)
+    labels = rng.integers(0, 3, 6).astype(float)
+    kern = Matern52(lengthscale=np.full(2, 0.8), variance=1.1)
+    model = gpnum.SVGP(kern, RobustMax(3), Z, num_data=30)
+    assert model.num_latent == 3 and model.q_mu.shape == (3, 5)
+    model.q_mu = rng.standard_normal((3, 5))
+    model.q_sqrt = np.tril(rng.standard_normal((3, 5, 5)) * 0.3) + 0.8 * np.eye(5)
+    # Robust-max depends on the latents only through their argmax, which scaling all of them by
+    # sqrt(kernel variance) leaves alone: that gradient (and the constant mean's) vanishes up to
+    # the Gauss-Hermite error (~1e-6 here), hence the absolute floor.
+    _flat_check(model, X, labels, eps=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- exact-GP limit
+
+
+def test_optimal_q_with_z_equal_x_gives_exact_posterior():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-2, 2, (15, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(15)
+    Xs = np.linspace(-2.5, 2.5, 9)[:, None]
+    s2, ls, kv = 0.05, 0.6, 1.0
+    kern = Matern52(lengthscale=ls, variance=kv)
+    model = gpnum.SVGP(kern, Gaussian(variance=s2), X, num_data=15, jitter=1e-10, mean=0.0)
+    K = matern52(X, X, ls, kv) + 1e-10 * np.eye(15)
+    L = np.linalg.cholesky(K)
+    A = np.linalg.solve(L, K)  # W^{-1} K_ZX with Z = X
+    S = np.linalg.inv(np.eye(15) + A @ A.T / s2)
+    model.q_mu = S @ A @ y / s2
+    model.q_sqrt = np.linalg.cholesky(S)
+    mu, var = (B.to_numpy(a) for a in model.predict_f(Xs))
+    Ks = matern52(Xs, X, ls, kv)
+    Ky = matern52(X, X, ls, kv) + s2 * np.eye(15)
+    np.testing.assert_allclose(mu, Ks @ np.linalg.solve(Ky, y), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(var, kv - np.einsum("ij,ji->i", Ks, np.linalg.solve(Ky, Ks.T)),
+                               rtol=1e-6, atol=1e-8)
+    # the ELBO at the optimum equals the exact log marginal likelihood (Titsias' bound is tight)
+    lml = -0.5 * (y @ np.linalg.solve(Ky, y) + np.linalg.slogdet(Ky)[1] + 15 * np.log(2 * np.pi))
+    assert abs(float(model.elbo(X, y)) - lml) <= 1e-6 * abs(lml)
+
+
+# ---------------------------------------------------------------- predictions
+
+
+def test_predictions_and_samples():
+    X, Z, y, q_mu, q_sqrt = problem(7, m=6, b=4)
+    s2 = 0.3
+    model = build(Gaussian(variance=s2), Z, q_mu, q_sqrt)
+    mu, var = model.predict_f(X)
+    my, vy = model.predict_y(X)
+    np.testing.assert_allclose(my, mu)
+    np.testing.assert_allclose(vy, var + s2)
+    lpd = model.log_predictive_density(X, y)
+    np.testing.assert_allclose(lpd, norm.logpdf(y, mu, np.sqrt(var + s2)), rtol=1e-10)
+    S = model.sample_f(X, 20000, seed=3)
+    assert S.shape == (20000, 4)
+    se = np.sqrt(var / 20000)
+    assert np.all(np.abs(S.mean(0) - mu) < 5 * se)
+    np.testing.assert_allclose(S.var(0), var, rtol=0.06)
+
+
+# ---------------------------------------------------------------- state and bad input
+
+
+def test_numpy_assignment_on_every_backend(xp, dtype, device):
+    _, Z, _, q_mu, q_sqrt = problem()
+    kern = Matern52(lengthscale=0.5, xp=xp, dtype=dtype, device=device)
+    model = gpnum.SVGP(kern, Gaussian(xp=xp, dtype=dtype, device=device),
+                       B.asarray(Z, dtype=dtype, xp=xp, device=device), num_data=10)
+    model.q_mu = q_mu
+    model.q_sqrt = np.triu(q_sqrt.T)  # upper part is dropped: q_sqrt is lower triangular
+    model.kernel.lengthscale = 0.9
+    model.likelihood.variance = 0.2
+    for v in (model.q_mu, model.q_sqrt, model.kernel.lengthscale, model.likelihood.variance):
+        assert B.get_namespace(v) is xp and v.dtype == dtype
+    np.testing.assert_allclose(B.to_numpy(model.q_sqrt), np.diag(np.diag(q_sqrt)), rtol=1e-6)
+
+
+def test_bad_input():
+    X, Z, y, q_mu, q_sqrt = problem()
+    model = build(Gaussian(), Z, q_mu, q_sqrt, N=7)
+    with pytest.raises(gpnum.ShapeError, match=r"X: expected shape \(n, 2\), got \(7, 3\)"):
+        model.elbo(np.ones((7, 3)), y)
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="X: expected finite values"):
+        model.elbo(Xn, y)
+    yn = y.copy()
+    yn[1] = np.nan
+    with pytest.raises(ValueError, match="y: expected finite values"):
+        model.elbo(X, yn)
+    with pytest.raises(gpnum.ShapeError, match=r"y: expected shape \(7,\)"):
+        model.elbo(X, y[:5])
+    with pytest.raises(ValueError, match="num_data: expected at least the batch size 7"):
+        build(Gaussian(), Z, q_mu, q_sqrt, N=3).elbo(X, y)
+    with pytest.raises(ValueError):
+        build(Bernoulli(), Z, q_mu, q_sqrt).elbo(X, np.full(7, 2.0))
+    with pytest.raises(ValueError, match="whitening"):
+        gpnum.SVGP(Matern52(), Gaussian(), Z, num_data=10, whitening="qr")
+    with pytest.raises(ValueError, match="ciq_options"):
+        gpnum.SVGP(Matern52(), Gaussian(), Z, num_data=10, ciq_options={"tol": 1})
+
+
+def test_not_psd_kzz_names_jitter():
+    class Indefinite(Matern52):
+        def __call__(self, X1, X2=None):
+            K = super().__call__(X1, X2)
+            return -K if X2 is None else K
+
+    _, Z, _, _, _ = problem()
+    X, y = Z[:3], np.zeros(3)
+    model = gpnum.SVGP(Indefinite(), Gaussian(), Z, num_data=10)
+    with pytest.raises(gpnum.NotPSDError, match="jitter"):
+        model.elbo(X, y)
