@@ -7,6 +7,8 @@ off with ``validate=False`` where a training loop cannot afford even that one sy
 
 from __future__ import annotations
 
+import numbers
+
 from gpnum.backend import cholesky, get_namespace, is_array
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 
@@ -73,13 +75,10 @@ def check_same_shape(x, name, like, like_name):
 
 
 def check_alpha(alpha):
-    """Renyi order: a finite real number > 0, returned as ``float``."""
-    if is_array(alpha) or isinstance(alpha, bool):
+    """Renyi order: a finite real number > 0 (a Python or NumPy scalar), returned as ``float``."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"alpha: expected a Python real number, got {type(alpha).__name__}")
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise TypeError(f"alpha: expected a real number, got {alpha!r}") from None
+    a = float(alpha)
     if not (a > 0.0 and a < float("inf")):
         raise ValueError(f"alpha: expected a finite number > 0 (the Renyi order; alpha = 1 is the "
                          f"KL divergence), got {alpha!r}")
