@@ -1,0 +1,9 @@
+"""Optimisers and the training loop: Adam, natural gradients, schedules, ``fit``."""
+
+from gpnum.optim._adam import Adam
+from gpnum.optim._fit import History, TrainingState, evaluate, fit
+from gpnum.optim._ngd import NaturalGradient
+from gpnum.optim._schedules import constant, step_decay, warmup
+
+__all__ = ["Adam", "History", "NaturalGradient", "TrainingState", "constant", "evaluate", "fit",
+           "step_decay", "warmup"]

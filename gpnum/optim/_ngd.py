@@ -1,0 +1,187 @@
+"""Natural-gradient steps for the variational distribution of an SVGP.
+
+Salimbeni, Eleftheriadis & Hensman (2018), "Natural gradients in practice"; the O(J m^2) variant
+of the seed-000 study (Pleiss et al. 2020, appendix on NGD). Design notes, section 4.2.
+
+With natural parameters ``theta1 = S^{-1} m``, ``theta2 = -1/2 S^{-1}`` and the ELBO's
+gradients ``g_mu``, ``g_var`` w.r.t. each point's marginal mean and variance (already scaled by
+``N / b``), a step of size ``gamma`` on the expectation-parameter gradient is
+
+    Lambda <- (1 - gamma) Lambda + gamma (I - 2 A diag(g_var) A^T)         (Lambda = -2 theta2)
+    theta1 <- (1 - gamma) theta1 + gamma (A g_mu - 2 A diag(g_var) A^T m)
+
+which follows from ``dELBO/deta2 = G_S``, ``dELBO/deta1 = G_m - 2 G_S m`` with
+``G_S = A diag(g_var) A^T - (I - S^{-1}) / 2`` and ``G_m = A g_mu - m``. With a Gaussian
+likelihood, the full data and ``gamma = 1`` it lands exactly on the optimal ``q``.
+
+- ``method="dense"``: the model holds ``q_mu``, ``q_sqrt``; each step converts to natural
+  parameters and back with O(m^3) triangular work (one Cholesky), as GPflow's ``XiNat``.
+- ``method="krylov"``: the model holds ``q_theta1`` and the precision ``q_precision``
+  (``SVGP.to_natural``); ``m'`` and ``S' A`` come from PCG against the precision, the data term is
+  a rank-b update, and there is no Cholesky, inverse or log-determinant in the step.
+
+Non-conjugate likelihoods (Student-t) can push the precision out of the positive-definite cone
+for a large ``gamma``. Both methods detect it (a failed Cholesky; CG breakdown / negative
+curvature) and reject the step, retrying with ``gamma`` halved up to ``max_rejections`` times
+before raising :class:`gpnum.NotPSDError`; never a silent NaN.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.linalg import Dense, pcg
+from gpnum.variational._svgp import precision_to_q_sqrt, q_sqrt_to_precision
+
+__all__ = ["NaturalGradient"]
+
+
+class NaturalGradient:
+    """Natural-gradient optimiser of an SVGP's variational distribution ``q(u')``.
+
+    Parameters
+    ----------
+    gamma : float or callable
+        Step size in (0, 1], or a schedule ``step -> gamma`` (e.g.
+        :func:`gpnum.optim.warmup`).
+    method : {"dense", "krylov"}
+        See the module docstring. ``"krylov"`` switches the model to the natural form.
+    max_rejections : int
+        Halvings of ``gamma`` tried when a step leaves the positive-definite cone.
+    rtol : float
+        PCG tolerance of the krylov method's positive-definiteness check solve.
+
+    Attributes
+    ----------
+    num_steps : int
+        Steps taken (the schedule's argument).
+    num_rejected : int
+        Steps rejected so far because the precision left the positive-definite cone.
+    """
+
+    def __init__(self, gamma=0.1, method="dense", *, max_rejections=5, rtol=1e-8):
+        if method not in ("dense", "krylov"):
+            raise ValueError(f"method: expected 'dense' or 'krylov', got {method!r}")
+        if not callable(gamma):
+            g = float(gamma)
+            if not 0.0 < g <= 1.0:
+                raise ValueError(f"gamma: expected a step size in (0, 1], got {gamma!r}")
+        self.gamma = gamma
+        self.method = method
+        self.max_rejections = int(max_rejections)
+        self.rtol = float(rtol)
+        self.num_steps = 0
+        self.num_rejected = 0
+
+    def current_gamma(self) -> float:
+        g = float(self.gamma(self.num_steps)) if callable(self.gamma) else float(self.gamma)
+        if not 0.0 < g <= 1.0:
+            raise ValueError(f"gamma schedule gave {g!r} at step {self.num_steps}; expected (0, 1]")
+        return g
+
+    def prepare(self, model) -> None:
+        """Put the model's q in the form this method works on."""
+        if self.method == "krylov":
+            model.to_natural()
+        else:
+            model.to_cholesky()
+
+    def step(self, model, X=None, y=None, *, data=None):
+        """One natural-gradient update of ``q`` on a minibatch.
+
+        Parameters
+        ----------
+        model : gpnum.SVGP
+        X, y : arrays (b, d), (b,)
+            The minibatch, unless ``data`` is given.
+        data : dict, optional
+            ``model.data_term_and_grad(X, y)`` (or ``elbo_and_grad(..., return_data=True)``'s
+            third output) already computed at the current parameters, to avoid a second pass.
+
+        Returns
+        -------
+        gamma : float
+            The step size actually used (smaller than scheduled after a rejection).
+        """
+        self.prepare(model)
+        if data is None:
+            data = model.data_term_and_grad(X, y)
+        gamma = self.current_gamma()
+        xp = model.xp
+        A, g_mu, g_var, q_mean = data["A"], data["g_mu"], data["g_var"], data["cache"]["q_mean"]
+        m = A.shape[0]
+        eye = xp.eye(m, dtype=A.dtype, device=model._device)
+        new_t1, new_P = [], []
+        if self.method == "dense":
+            q_mu, q_sqrt = model._q()
+        else:
+            th, P = model._q_natural()
+        used = gamma
+        for l in range(model.num_latent):
+            AG = A * g_var[:, l][None, :]
+            target_P = eye - 2.0 * (AG @ A.T)
+            target_t1 = A @ g_mu[:, l] - 2.0 * (AG @ (A.T @ q_mean[l, ...]))
+            if self.method == "dense":
+                P_l = q_sqrt_to_precision(q_sqrt[l, ...])
+                t1_l = P_l @ q_mu[l, ...]
+            else:
+                P_l, t1_l = P[l, ...], th[l, ...]
+            g = gamma
+            for attempt in range(self.max_rejections + 1):
+                cand_P = (1.0 - g) * P_l + g * target_P
+                cand_t1 = (1.0 - g) * t1_l + g * target_t1
+                ok, out = self._accept(cand_P, cand_t1)
+                if ok:
+                    break
+                self.num_rejected += 1
+                g = 0.5 * g
+            else:
+                raise NotPSDError(
+                    f"natural-gradient step left the positive-definite cone for latent {l} even "
+                    f"with gamma reduced to {2 * g:.3g} (from {gamma:.3g}); use a smaller gamma or "
+                    f"a warm-up schedule")
+            used = min(used, g)
+            new_t1.append(out[0])
+            new_P.append(out[1])
+        one = model.num_latent == 1
+        if self.method == "dense":
+            mus, Rs = xp.stack(new_t1), xp.stack(new_P)
+            model.set_parameters({"q_mu": mus[0, ...] if one else mus, "q_sqrt": Rs[0, ...] if one else Rs})
+        else:
+            th, P = xp.stack(new_t1), xp.stack(new_P)
+            model.set_parameters({"q_theta1": th[0, ...] if one else th,
+                                  "q_precision": P[0, ...] if one else P})
+        self.num_steps += 1
+        return used
+
+    def _accept(self, P, t1):
+        """Check that ``P`` is positive definite; return the new state in the method's form."""
+        if self.method == "dense":
+            try:
+                R = precision_to_q_sqrt(P)
+            except NotPSDError:
+                return False, None
+            return True, (R @ (R.T @ t1), R)
+        # Krylov: a CG solve with the new precision detects negative curvature.
+        rtol = self.rtol if P.dtype == self._xp_of(P).float64 else max(self.rtol, 1e-5)
+        with warnings.catch_warnings():
+            # A breakdown here is the signal we look for, handled by rejecting the step.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = pcg(Dense(P), t1[:, None], rtol=rtol, maxiter=None)
+        if res.info < 0:
+            return False, None
+        return True, (t1, P)
+
+    @staticmethod
+    def _xp_of(a):
+        from gpnum.backend import get_namespace
+
+        return get_namespace(a)
+
+    def state_dict(self) -> dict:
+        return {"num_steps": self.num_steps, "num_rejected": self.num_rejected}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.num_steps = int(state["num_steps"])
+        self.num_rejected = int(state["num_rejected"])
