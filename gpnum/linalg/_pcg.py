@@ -138,6 +138,9 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
     bad = xp.zeros((k,), dtype=xp.int32, device=device)      # breakdown code per column
     Z = R if precond is None else precond._matmat(R)
     rz = xp.sum(R * Z, axis=0)
+    prec_bad = active & (rz <= 0.0)
+    bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
+    active = active & ~prec_bad
     P = Z
 
     num_iter = 0
