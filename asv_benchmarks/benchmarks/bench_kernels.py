@@ -21,13 +21,21 @@ def _kernel(name, d, xp, dt):
     return ArcCosine(2, 1.6, 0.2, xp=xp, dtype=dt)
 
 
-def _best(f, reps=7):
-    ts = []
+def _ratio(f, g, reps=15):
+    """min time of ``f`` / min time of ``g``, timed alternately after one warm-up of each.
+
+    Alternating the two and taking each minimum keeps a ratio usable while other processes load
+    the CPU: both sides see the same conditions, and the minimum drops the preempted runs.
+    """
+    sync(f())
+    sync(g())
+    tf, tg = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        sync(f())
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
+        for fn, ts in ((f, tf), (g, tg)):
+            t0 = time.perf_counter()
+            sync(fn())
+            ts.append(time.perf_counter() - t0)
+    return min(tf) / min(tg)
 
 
 class KernelGram:
@@ -67,19 +75,19 @@ class KernelGram:
         sync(self._gemm())
 
     def track_gram_over_exp(self, backend, dtype, n, d, kernel):
-        """Gram time / one elementwise exp over (n, m), best of 7 each, same process."""
-        return _best(self._gram) / _best(self._exp)
+        """Gram time / one elementwise exp over (n, m), best of 15 each, same process."""
+        return _ratio(self._gram, self._exp)
 
     track_gram_over_exp.unit = "ratio"
 
     def track_gram_over_gemm(self, backend, dtype, n, d, kernel):
-        """Gram time / one (n, d) x (d, m) GEMM, best of 7 each, same process."""
-        return _best(self._gram) / _best(self._gemm)
+        """Gram time / one (n, d) x (d, m) GEMM, best of 15 each, same process."""
+        return _ratio(self._gram, self._gemm)
 
     track_gram_over_gemm.unit = "ratio"
 
     def track_vjp_over_gram(self, backend, dtype, n, d, kernel):
-        """gram_vjp time (all parameter and input gradients) / gram time."""
-        return _best(self._vjp) / _best(self._gram)
+        """gram_vjp time (all parameter and input gradients) / gram time, best of 15 each."""
+        return _ratio(self._vjp, self._gram)
 
     track_vjp_over_gram.unit = "ratio"

@@ -60,6 +60,8 @@ class Stationary(Kernel):
 
     # h(r) and dh/d(r^2), both as functions of r^2 ---------------------------------------
     def _profile(self, r2):
+        """``h`` at ``r2``; may overwrite ``r2`` (the gram path owns it; in-place updates save
+        (n1, n2) allocations, which dominate at large sizes)."""
         raise NotImplementedError
 
     def _profile_and_slope(self, r2):
@@ -71,7 +73,9 @@ class Stationary(Kernel):
 
     def _gram(self, X1, X2):
         A, B = self._scaled(X1, X2)
-        return self.variance * self._profile(sqdist(A, B))
+        K = self._profile(sqdist(A, B))
+        K *= self.variance
+        return K
 
     def _diag(self, X):
         xp = get_namespace(X)
@@ -106,10 +110,12 @@ class RBF(Stationary):
 
     def _profile(self, r2):
         xp = get_namespace(r2)
-        return xp.exp(-0.5 * r2)
+        r2 *= -0.5
+        return xp.exp(r2)
 
     def _profile_and_slope(self, r2):
-        h = self._profile(r2)
+        xp = get_namespace(r2)
+        h = xp.exp(-0.5 * r2)
         return h, -0.5 * h
 
 
@@ -122,7 +128,9 @@ class Matern12(Stationary):
 
     def _profile(self, r2):
         xp = get_namespace(r2)
-        return xp.exp(-xp.sqrt(r2))
+        r = xp.sqrt(r2)
+        r *= -1.0
+        return xp.exp(r)
 
     def _profile_and_slope(self, r2):
         xp = get_namespace(r2)
@@ -143,8 +151,13 @@ class Matern32(Stationary):
 
     def _profile(self, r2):
         xp = get_namespace(r2)
-        sr = _SQRT3 * xp.sqrt(r2)
-        return (1.0 + sr) * xp.exp(-sr)
+        neg_sr = xp.sqrt(r2)
+        neg_sr *= -_SQRT3
+        h = xp.exp(neg_sr)
+        neg_sr -= 1.0
+        neg_sr *= h  # -(1 + sqrt(3) r) exp(-sqrt(3) r)
+        neg_sr *= -1.0
+        return neg_sr
 
     def _profile_and_slope(self, r2):
         xp = get_namespace(r2)
@@ -162,8 +175,14 @@ class Matern52(Stationary):
 
     def _profile(self, r2):
         xp = get_namespace(r2)
-        sr = _SQRT5 * xp.sqrt(r2)
-        return (1.0 + sr + (5.0 / 3.0) * r2) * xp.exp(-sr)
+        neg_sr = xp.sqrt(r2)
+        neg_sr *= -_SQRT5
+        h = xp.exp(neg_sr)
+        r2 *= 5.0 / 3.0
+        r2 -= neg_sr
+        r2 += 1.0  # 1 + sqrt(5) r + 5 r^2 / 3
+        r2 *= h
+        return r2
 
     def _profile_and_slope(self, r2):
         xp = get_namespace(r2)
