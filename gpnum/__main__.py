@@ -1,13 +1,11 @@
-"""Command-line entry point: ``python -m gpnum`` / ``gpnum``.
+"""Command-line entry point: ``python -m gpnum`` / ``gpnum`` (see :mod:`gpnum.cli`).
 
-Until the training command lands, this runs a small real demonstration on the default backend:
-a GP-regression solve ``(K + noise I) alpha = y`` by jittered Cholesky with a Matern-5/2 kernel
+``gpnum demo`` runs a small real demonstration on the default backend: a GP-regression solve ``(K + noise I) alpha = y`` by jittered Cholesky with a Matern-5/2 kernel
 matrix, reporting the residual against the matrix itself.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -37,22 +35,9 @@ def demo(n: int = 2000, seed: int = 0) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="gpnum", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
-    p_demo = sub.add_parser("demo", help="jittered Cholesky solve on the default backend")
-    p_demo.add_argument("--n", type=int, default=2000, help="matrix size (default 2000)")
-    p_demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    args = parser.parse_args(argv)
-    from gpnum.errors import BackendError
+    from gpnum.cli import main as cli_main
 
-    try:
-        if args.command in (None, "demo"):
-            return demo(getattr(args, "n", 2000), getattr(args, "seed", 0))
-    except BackendError as exc:
-        print(f"gpnum: error: {exc}", file=sys.stderr)
-        return 2
-    parser.print_help()
-    return 2
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,467 @@
+"""The command line: ``gpnum fit``, ``gpnum compare``, ``gpnum datasets``, ``gpnum demo``.
+
+``gpnum fit`` trains a whitened SVGP on a bundled data set (or any CSV) by the seed-000 protocol
+(natural gradients for q alternating with Adam for everything else) and reports test metrics,
+wall time and time per step, writing a JSON of settings and metrics plus PNG plots.
+``gpnum compare`` runs Cholesky against CIQ whitening over a list of inducing-point counts and
+writes the seed's two figures (training time vs m; test NLL vs m) and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+__all__ = ["main", "build_parser", "run_fit", "run_compare"]
+
+_LIKELIHOODS = ("auto", "gaussian", "studentt", "bernoulli")
+_KERNELS = ("matern52", "matern32", "matern12", "rbf")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump, no traceback)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not v > 0.0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def _int_list(text):
+    try:
+        vals = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 250,500,1000, got {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return vals
+
+
+def _split(text):
+    if text == "random":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'random' or a mask index 0..9, got {text!r}") \
+            from None
+
+
+def _add_training_args(p, *, compare=False):
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", default="precip" if compare else "elevators",
+                      help="bundled data set: precip, elevators, bike, energy, elec (default: "
+                           "%(default)s); see 'gpnum datasets'")
+    data.add_argument("--csv", default=None, metavar="PATH",
+                      help="train on any CSV instead (last column is the target; header "
+                           "inferred; gzip allowed)")
+    data.add_argument("--split", type=_split, default="random",
+                      help="'random' (75/10/15 train/val/test from --seed) or a fixed mask index "
+                           "0..9 (elevators, bike, energy) (default: %(default)s)")
+    data.add_argument("--max-train", type=_positive_int, default=None, metavar="N",
+                      help="use at most N training points (a random subset), for quick runs")
+    model = p.add_argument_group("model")
+    model.add_argument("--likelihood", choices=_LIKELIHOODS, default="auto",
+                       help="observation model; 'auto' takes the data set's own (default: auto)")
+    model.add_argument("--kernel", choices=_KERNELS, default="matern52",
+                       help="ARD covariance function (default: %(default)s)")
+    if not compare:
+        model.add_argument("--whitening", choices=("cholesky", "ciq"), default="cholesky",
+                           help="how K_ZZ^(-1/2) K_ZX is formed (default: %(default)s)")
+        model.add_argument("--num-inducing", type=_positive_int, default=500, metavar="M",
+                           help="inducing points, placed by k-means (default: %(default)s)")
+    else:
+        model.add_argument("--num-inducing", type=_int_list, default=[250, 500, 1000],
+                           metavar="M1,M2,...",
+                           help="inducing-point counts to compare (default: 250,500,1000)")
+    train = p.add_argument_group("training")
+    train.add_argument("--optimizer", choices=("ngd", "adam"), default="ngd",
+                       help="'ngd': natural gradients for q alternating with Adam for the rest; "
+                            "'adam': Adam on everything (default: %(default)s)")
+    train.add_argument("--ngd-method", choices=("auto", "dense", "krylov"), default="auto",
+                       help="natural-gradient algebra; 'auto': dense with Cholesky, krylov (no "
+                            "O(m^3)) with CIQ (default: auto)")
+    train.add_argument("--epochs", type=_positive_int, default=2 if compare else 3,
+                       help="passes over the training data (default: %(default)s)")
+    train.add_argument("--batch-size", type=_positive_int, default=256,
+                       help="minibatch size (default: %(default)s)")
+    train.add_argument("--lr", type=_positive_float, default=0.01,
+                       help="Adam learning rate (default: %(default)s)")
+    train.add_argument("--gamma", type=_positive_float, default=0.1,
+                       help="natural-gradient step size in (0, 1] (default: %(default)s)")
+    train.add_argument("--lr-decay", type=_int_list, default=None, metavar="E1,E2,...",
+                       help="decay the learning rate 10x at these epochs (the seed uses "
+                            "1,5,10,15 on 300k-point sets)")
+    train.add_argument("--ciq-num-quad", type=_positive_int, default=15, metavar="Q",
+                       help="CIQ quadrature points (default: %(default)s)")
+    train.add_argument("--ciq-rtol", type=_positive_float, default=1e-3,
+                       help="msMINRES relative tolerance (default: %(default)s)")
+    train.add_argument("--ciq-maxiter", type=_positive_int, default=200,
+                       help="msMINRES iteration limit J (default: %(default)s)")
+    train.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    run = p.add_argument_group("run")
+    run.add_argument("--backend", choices=("numpy", "torch", "cupy", "array_api_strict"),
+                     default=None, help="array backend (default: $GPNUM_BACKEND or numpy)")
+    run.add_argument("--dtype", choices=("float64", "float32"), default=None,
+                     help="floating dtype (default: $GPNUM_DTYPE or float64)")
+    run.add_argument("--out", default="results", metavar="DIR",
+                     help="folder for the JSON and PNG outputs (default: %(default)s)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_parser():
+    """The argument parser of the ``gpnum`` command."""
+    parser = _Parser(prog="gpnum", description=(
+        "Scalable Gaussian processes: train whitened sparse variational GPs with natural "
+        "gradients, Cholesky or CIQ whitening, on bundled real data or any CSV."))
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    p_fit = sub.add_parser("fit", help="train an SVGP and report test metrics",
+                           description="Train a whitened SVGP and report test RMSE/NLL (accuracy "
+                                       "for classification), wall time and time per step; "
+                                       "write OUT/metrics.json and PNG plots.")
+    _add_training_args(p_fit)
+    p_cmp = sub.add_parser("compare", help="Cholesky vs CIQ whitening over several m",
+                           description="Train Cholesky- and CIQ-whitened SVGPs for each number "
+                                       "of inducing points; write the training-time and test-NLL "
+                                       "figures (PNG), a table (Markdown, CSV) and a JSON.")
+    _add_training_args(p_cmp, compare=True)
+    sub.add_parser("datasets", help="list the bundled data sets")
+    p_demo = sub.add_parser("demo", help="a jittered Cholesky solve on the default backend")
+    p_demo.add_argument("--n", type=_positive_int, default=2000, help="matrix size (default 2000)")
+    p_demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    return parser
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _select_backend(args):
+    if args.backend is not None:
+        os.environ["GPNUM_BACKEND"] = args.backend
+    if args.dtype is not None:
+        os.environ["GPNUM_DTYPE"] = args.dtype
+    from gpnum import backend as B
+
+    xp = B.namespace()  # raises BackendError with advice when unusable
+    return xp, B.default_dtype(xp)
+
+
+def _load_data(args, xp, dtype):
+    import numpy as np
+
+    from gpnum import datasets
+
+    if args.csv is not None:
+        if not os.path.exists(args.csv):
+            raise CLIError(f"--csv: file not found: {args.csv}")
+        task = "classification" if args.likelihood == "bernoulli" else "regression"
+        ds = datasets.load_csv(args.csv, split=args.split, seed=args.seed, xp=xp, dtype=dtype,
+                               task=task)
+    else:
+        ds = datasets.load(args.dataset, split=args.split, seed=args.seed, xp=xp, dtype=dtype)
+    X, y = ds.X_train, ds.y_train
+    if args.max_train is not None and args.max_train < X.shape[0]:
+        idx = np.sort(np.random.default_rng(args.seed).choice(X.shape[0], args.max_train,
+                                                              replace=False))
+        from gpnum import backend as B
+
+        idx = B.asarray(idx, dtype=xp.int64, xp=xp, device=B.device_of(X))
+        X, y = xp.take(X, idx, axis=0), xp.take(y, idx, axis=0)
+    return ds, X, y
+
+
+def _make_model(args, ds, X, num_inducing, whitening, xp, dtype):
+    import numpy as np
+
+    import gpnum
+    from gpnum import backend as B
+    from gpnum import kernels, likelihoods
+
+    lik_name = ds.likelihood if args.likelihood == "auto" else args.likelihood
+    kern_cls = {"matern52": kernels.Matern52, "matern32": kernels.Matern32,
+                "matern12": kernels.Matern12, "rbf": kernels.RBF}[args.kernel]
+    d = X.shape[1]
+    device = B.device_of(X)
+    kern = kern_cls(lengthscale=np.ones(d), variance=1.0, xp=xp, dtype=dtype, device=device)
+    if lik_name == "gaussian":
+        lik = likelihoods.Gaussian(variance=0.1, xp=xp, dtype=dtype, device=device)
+    elif lik_name == "studentt":
+        lik = likelihoods.StudentT(df=5.0, scale=0.3, xp=xp, dtype=dtype, device=device)
+    else:
+        lik = likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
+    if num_inducing > X.shape[0]:
+        raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
+    Z = gpnum.inducing.kmeans(X, num_inducing, seed=args.seed)
+    ciq = {"num_quad": args.ciq_num_quad, "rtol": args.ciq_rtol, "maxiter": args.ciq_maxiter}
+    return gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], whitening=whitening,
+                      ciq_options=ciq if whitening == "ciq" else None), lik_name
+
+
+def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress):
+    import gpnum
+    from gpnum.optim import step_decay
+
+    t0 = time.perf_counter()
+    model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype)
+    t_init = time.perf_counter() - t0
+    sched = step_decay(args.lr, args.lr_decay) if args.lr_decay else None
+    has_val = ds.X_val.shape[0] > 0
+    t1 = time.perf_counter()
+    hist = gpnum.fit(model, X, y, epochs=args.epochs, batch_size=args.batch_size,
+                     optimizer=args.optimizer, lr=args.lr, gamma=args.gamma,
+                     ngd_method=None if args.ngd_method == "auto" else args.ngd_method,
+                     lr_schedule=sched, X_val=ds.X_val if has_val else None,
+                     y_val=ds.y_val if has_val else None, progress=progress, seed=args.seed)
+    train_time = time.perf_counter() - t1
+    test = gpnum.optim.evaluate(model, ds.X_test, ds.y_test)
+    return model, lik_name, hist, {
+        "test": test, "train_time_s": train_time, "init_time_s": t_init,
+        "num_steps": hist.num_steps,
+        "time_per_step_s": train_time / max(hist.num_steps, 1),
+        "stopped_early": hist.stopped,
+    }
+
+
+def _params_summary(model):
+    from gpnum import backend as B
+
+    out = {}
+    for k, v in model.parameters().items():
+        if k.startswith(("kernel.", "likelihood.")) or k == "mean":
+            a = B.to_numpy(v)
+            out[k] = a.tolist()
+    return out
+
+
+def _plot_elbo(path, hist, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(hist.step_time, hist.step_elbo, lw=0.8)
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("minibatch ELBO (whole-data scale)")
+    ax.set_title(title)
+    lo = sorted(hist.step_elbo)[len(hist.step_elbo) // 20] if hist.step_elbo else 0.0
+    ax.set_ylim(bottom=lo)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_precip_map(path, model, ds):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from gpnum import backend as B
+
+    Xt = B.to_numpy(ds.X_test)
+    raw = Xt * ds.x_std + ds.x_mean  # Year, lon, lat
+    mean, _ = model.predict_y(ds.X_test)
+    mu = B.to_numpy(mean) * ds.y_std + ds.y_mean
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sc = ax.scatter(raw[:, 1], raw[:, 2], c=mu, s=3, cmap="viridis")
+    fig.colorbar(sc, ax=ax, label="predictive mean of prcp (standardised units of the file)")
+    ax.set_xlabel("longitude")
+    ax.set_ylabel("latitude")
+    ax.set_title("precip: predictive mean at the test locations (all years)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _metrics_line(test):
+    return "  ".join(f"test {k}={v:.4f}" for k, v in test.items())
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def run_fit(args):
+    import gpnum
+
+    xp, dtype = _select_backend(args)
+    ds, X, y = _load_data(args, xp, dtype)
+    os.makedirs(args.out, exist_ok=True)
+    name = os.path.basename(args.csv) if args.csv else args.dataset
+    print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
+          f"n_test={ds.X_test.shape[0]}), m={args.num_inducing}, whitening={args.whitening}, "
+          f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
+          f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
+    t0 = time.perf_counter()
+    model, lik_name, hist, res = _train(args, ds, X, y, args.num_inducing, args.whitening, xp,
+                                        dtype, not args.no_progress)
+    wall = time.perf_counter() - t0
+    res["wall_time_s"] = wall
+    print(f"{_metrics_line(res['test'])}  wall time={wall:.1f} s  "
+          f"time/step={1e3 * res['time_per_step_s']:.1f} ms ({res['num_steps']} steps)")
+    if hist.stopped:
+        print(f"note: training stopped early: {hist.stopped}")
+    out = {
+        "settings": {k: v for k, v in vars(args).items() if k != "func"},
+        "dataset": {"name": name, "n_train": int(X.shape[0]), "n_test": int(ds.X_test.shape[0]),
+                    "d": int(X.shape[1]), "likelihood": lik_name},
+        "metrics": res,
+        "parameters": _params_summary(model),
+        "history": {"epoch_elbo": hist.epoch_elbo, "val": hist.val},
+        "environment": {"gpnum": gpnum.__version__, "python": platform.python_version(),
+                        "backend": gpnum.backend.backend_name()},
+    }
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    written = ["metrics.json"]
+    if _have_matplotlib():
+        _plot_elbo(os.path.join(args.out, "elbo.png"), hist,
+                   f"{name}: m={args.num_inducing}, {args.whitening} whitening")
+        written.append("elbo.png")
+        if name == "precip":
+            _plot_precip_map(os.path.join(args.out, "precip_map.png"), model, ds)
+            written.append("precip_map.png")
+    else:
+        print("note: matplotlib is not installed; skipped the PNG plots "
+              "(pip install 'gpnum[cli]')")
+    print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
+    return 0
+
+
+def run_compare(args):
+    import gpnum
+
+    xp, dtype = _select_backend(args)
+    ds, X, y = _load_data(args, xp, dtype)
+    os.makedirs(args.out, exist_ok=True)
+    name = os.path.basename(args.csv) if args.csv else args.dataset
+    rows = []
+    for m in args.num_inducing:
+        for whitening in ("cholesky", "ciq"):
+            print(f"{name}: m={m} {whitening} ...", flush=True)
+            _, _, hist, res = _train(args, ds, X, y, m, whitening, xp, dtype, False)
+            row = {"m": m, "whitening": whitening, **{f"test_{k}": v
+                                                      for k, v in res["test"].items()},
+                   "train_time_s": res["train_time_s"], "time_per_step_s": res["time_per_step_s"],
+                   "num_steps": res["num_steps"]}
+            rows.append(row)
+            print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s  "
+                  f"time/step={1e3 * res['time_per_step_s']:.1f} ms", flush=True)
+    keys = list(rows[0])
+    with open(os.path.join(args.out, "compare.csv"), "w") as f:
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) for k in keys) + "\n")
+    with open(os.path.join(args.out, "compare.md"), "w") as f:
+        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
+                                      for k in keys) + " |\n")
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump({"settings": {k: v for k, v in vars(args).items() if k != "func"},
+                   "dataset": name, "rows": rows}, f, indent=2)
+    written = ["compare.csv", "compare.md", "compare.json"]
+    if _have_matplotlib():
+        _plot_compare(args.out, rows, name)
+        written += ["compare_time.png", "compare_nll.png"]
+    print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
+    return 0
+
+
+def _plot_compare(out, rows, name):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for key, fname, label in (("train_time_s", "compare_time.png", "training time (s)"),
+                              ("test_nll", "compare_nll.png", "test NLL")):
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for whitening, style in (("cholesky", "o-"), ("ciq", "s--")):
+            pts = [(r["m"], r[key]) for r in rows if r["whitening"] == whitening]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                    label=f"{whitening} whitening")
+        ax.set_xlabel("inducing points m")
+        ax.set_ylabel(label)
+        ax.set_title(f"{name}: {label} vs m")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, fname), dpi=110)
+        plt.close(fig)
+
+
+def run_datasets(args):
+    from gpnum import datasets
+
+    for info in datasets.available():
+        print(info)
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point of ``gpnum`` / ``python -m gpnum``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        import gpnum
+
+        print(gpnum.__version__)
+        return 0
+    from gpnum.errors import BackendError, NotPSDError
+
+    try:
+        if args.command == "fit":
+            return run_fit(args)
+        if args.command == "compare":
+            return run_compare(args)
+        if args.command == "datasets":
+            return run_datasets(args)
+        if args.command == "demo":
+            from gpnum.__main__ import demo
+
+            return demo(args.n, args.seed)
+    except (CLIError, BackendError, NotPSDError, ValueError, FileNotFoundError) as exc:
+        print(f"gpnum: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpnum: interrupted", file=sys.stderr)
+        return 130
+    parser.print_help()
+    return 0
