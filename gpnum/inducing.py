@@ -227,7 +227,7 @@ def greedy_variance(X, m, kernel, *, threshold=0.0):
     """Inducing points by greedy conditional variance (a partial pivoted Cholesky of k(X, X)).
 
     Burt, Rasmussen & van der Wilk (2020), "Convergence of sparse variational inference in
-    Gaussian processes regression", JMLR 21(131), section 4: repeatedly pick the point whose
+    Gaussian processes regression", JMLR 21(131)): repeatedly pick the point whose
     variance conditioned on the points chosen so far, ``d_i = k(x_i, x_i) - Q_ii`` with
     ``Q = K_XZ K_ZZ^{-1} K_ZX``, is largest. This is the pivot rule of the partial pivoted
     Cholesky factorisation ``K ~= L L^T`` (L of shape (n, m)); the residual trace ``sum(d) =
@@ -293,7 +293,7 @@ def greedy_variance(X, m, kernel, *, threshold=0.0):
     rows = xp.arange(n, dtype=xp.int64, device=dev)
     L = xp.zeros((n, m), dtype=X.dtype, device=dev)
     resid = diag
-    pivots, trace_ok, var_ok = [], [], []
+    pivots, trace_ok, var_ok = [], [], []  # the rules' verdicts since the last check
     m_out, rank_stop = m, False
     for j in range(m):
         pivot = xp.reshape(xp.argmax(resid), (1,))
@@ -315,13 +315,14 @@ def greedy_variance(X, m, kernel, *, threshold=0.0):
         if trace_ok and ((j + 1) % _GREEDY_CHECK_EVERY == 0 or j == m - 1):
             by_trace, by_var = xp.stack(trace_ok), xp.stack(var_ok)
             if not bool(xp.all(by_trace & by_var)):
-                # entry k decided point k + 1: the first refusal truncates the selection (the
-                # columns computed after it are discarded)
+                # the first refusal truncates the selection; the columns computed after it
+                # are discarded
                 k = int(xp.argmin(xp.astype(by_trace & by_var, xp.int32)))
-                m_out = k + 1
+                m_out = j + 1 - len(trace_ok) + k  # the refused point's step number
                 # with threshold 0 a failed trace rule means an exactly zero residual: rank
                 rank_stop = bool(by_trace[k]) or threshold == 0.0
                 break
+            trace_ok, var_ok = [], []
     if rank_stop:
         warnings.warn(f"greedy_variance: the largest residual variance fell to rounding level "
                       f"after {m_out} points: the other rows of X are numerically in their span "
