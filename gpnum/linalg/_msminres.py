@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from gpnum.backend import asarray, get_namespace, is_array, to_numpy
 from gpnum.errors import ConvergenceWarning, ShapeError, describe_shape
 from gpnum.linalg._validation import (check_maxiter, check_tolerances, default_check_every,
-                                      prepare_system)
+                                      on_host, prepare_system)
 
 __all__ = ["msminres", "MultiShiftResult"]
 
-_INITIAL_CAPACITY = 16
+# Initial basis capacity (vectors) on accelerators.
+_DEVICE_CAPACITY = 32
 
 
 @dataclass(frozen=True, repr=False)
@@ -217,7 +218,11 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     epsln = zeros_sk
     phibar = zeros_sk + b_norm[None, :]
 
-    basis = xp.empty((k, min(chunk, _INITIAL_CAPACITY), n), dtype=dtype, device=device)
+    # On the host the basis is allocated once at full capacity (pages are only touched as it
+    # fills; growing by copies would touch each page twice); on an accelerator, whose
+    # allocations are real, it starts small and doubles.
+    capacity = chunk if on_host(xp, device) else min(chunk, _DEVICE_CAPACITY)
+    basis = xp.empty((k, capacity, n), dtype=dtype, device=device)
     gammas, deltas, epss, phis = [], [], [], []
     x = w_old = w_older = None       # folded solution and carried directions, (s, n, k)
 

@@ -10,7 +10,8 @@ from gpnum.backend import get_namespace, is_array
 from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.linalg._operators import aslinearoperator
 
-__all__ = ["prepare_system", "check_tolerances", "check_maxiter", "default_check_every"]
+__all__ = ["prepare_system", "check_tolerances", "check_maxiter", "default_check_every",
+           "on_host"]
 
 
 def prepare_system(A, B, name_b="B"):
@@ -70,6 +71,13 @@ def check_maxiter(maxiter, default, name="maxiter"):
     return maxiter
 
 
+def on_host(xp, device) -> bool:
+    """Whether arrays of ``xp`` on ``device`` live in host memory (NumPy, torch CPU)."""
+    if array_api_compat.is_numpy_namespace(xp):
+        return True
+    return array_api_compat.is_torch_namespace(xp) and getattr(device, "type", None) == "cpu"
+
+
 def default_check_every(xp, device, check_every):
     """How often to test convergence (a host synchronisation).
 
@@ -81,8 +89,4 @@ def default_check_every(xp, device, check_every):
         if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1:
             raise ValueError(f"check_every: expected an integer >= 1, got {check_every!r}")
         return check_every
-    if array_api_compat.is_numpy_namespace(xp):
-        return 1
-    if array_api_compat.is_torch_namespace(xp) and getattr(device, "type", None) == "cpu":
-        return 1
-    return 5
+    return 1 if on_host(xp, device) else 5
