@@ -164,6 +164,12 @@ def test_bernoulli_confident_predictions_keep_relative_accuracy():
     z = mu / np.sqrt(1 + var)
     np.testing.assert_allclose(v, sp.ndtr(z) * sp.ndtr(-z), rtol=1e-12)
     assert v[2] > 0.0  # p (1 - p) does not round to zero when p rounds to one
+    # logit: E[sigmoid(f)] and E[sigmoid(-f)] by quad, both tails at full relative accuracy
+    p, v = Bernoulli("logit", 60).predict_mean_and_var(mu, var)
+    ref1 = np.array([expect(sp.expit, m, s) for m, s in zip(mu, var)])
+    ref0 = np.array([expect(lambda f: sp.expit(-f), m, s) for m, s in zip(mu, var)])
+    np.testing.assert_allclose(p, ref1, rtol=1e-9)
+    np.testing.assert_allclose(v, ref1 * ref0, rtol=1e-9)
     pld = Bernoulli("probit").predictive_log_density(np.array([0.0, 1.0, 0.0]), mu, var)
     np.testing.assert_allclose(pld, sp.log_ndtr(np.array([-1, 1, -1]) * z), rtol=1e-13)
 

@@ -4,7 +4,7 @@ differentiated quadrature for single-latent observation models (design.md sectio
 from __future__ import annotations
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array, to_numpy
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.likelihoods._quadrature import _host_rule, gauss_hermite
 from gpnum.likelihoods._special import logsumexp
 from gpnum.params import Parameterised
@@ -121,9 +121,6 @@ class Likelihood(Parameterised):
         if not bool(self._targets_ok(xp, y)):
             raise ValueError(self._targets_message(xp, y))
 
-    def _latent_shape(self, n):
-        return (n,) if self.num_latent == 1 else (n, self.num_latent)
-
     def _check_latents(self, mu, var):
         """Shape/dtype checks of ``mu`` and ``var`` (free); returns (xp, n)."""
         for name, a in (("mu", mu), ("var", var)):
@@ -160,8 +157,6 @@ class Likelihood(Parameterised):
         return xp, (y if y.dtype == mu.dtype else xp.astype(y, mu.dtype))
 
     def _diagnose(self, xp, y, mu, var):
-        from gpnum.errors import check_finite
-
         check_finite(xp, mu, "mu")
         check_finite(xp, var, "var")
         if not bool(xp.all(var > 0.0)):
@@ -294,8 +289,8 @@ class Likelihood(Parameterised):
         return self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)[0]
 
     def predict_mean_and_var(self, mu, var, *, check=True):
-        """Mean and variance of ``y`` under ``f ~ N(mu, var)`` (see subclasses)."""
-        raise NotImplementedError
+        """Mean and variance of ``y`` under ``f ~ N(mu, var)`` (each subclass gives its own)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define predict_mean_and_var")
 
     def __repr__(self):
         parts = [f"{k}={to_numpy(v).tolist()!r}" for k, v in self.parameters().items()]

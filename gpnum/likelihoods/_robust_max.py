@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace, to_numpy
-from gpnum.errors import ShapeError, describe_shape
 from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._special import log_ndtr, log_ndtr_and_grad
 
