@@ -106,13 +106,19 @@ def test_renyi_alpha_errors(mvn):
     for alpha in ("0.5", True, c(np.array(0.5))):
         with pytest.raises(TypeError, match=r"alpha: expected a"):
             D.renyi_mvn_and_grad(*args, alpha=alpha)
-    # alpha > 1 beyond the largest eigenvalue of Sp^{-1} Sq: infinite divergence, with the bound
-    c_max = np.max(np.linalg.eigvals(np.linalg.solve(Sp, Sq)).real)
-    bound = c_max / (c_max - 1.0)
-    with pytest.raises(ValueError, match=r"alpha: D_alpha\(Q \|\| P\) is infinite for alpha = "
-                                         r"(.|\n)*choose alpha < " + f"{bound:.4g}"[:4]):
-        D.renyi_mvn(*args, alpha=bound * 1.01)
-    assert np.isfinite(num(D.renyi_mvn(*args, alpha=bound * 0.99)))
+    # alpha > 1 beyond the largest eigenvalue of Sp^{-1} Sq: infinite divergence, with the bound;
+    # Sq scaled so the bound falls in the Cholesky (alpha >= 5/4) and the spectral range in turn
+    for scale in (0.5, 6.0):
+        args = (c(mq), c(scale * Sq), c(mp), c(Sp))
+        c_max = np.max(np.linalg.eigvals(np.linalg.solve(Sp, scale * Sq)).real)
+        bound = c_max / (c_max - 1.0)
+        assert (bound > 1.25) == (scale == 0.5)
+        for fn in (D.renyi_mvn, D.renyi_mvn_and_grad):
+            with pytest.raises(ValueError, match=r"alpha: D_alpha\(Q \|\| P\) is infinite for "
+                                                 r"alpha = (.|\n)*choose alpha < "
+                                                 + f"{bound:.6g}"[:4]):
+                fn(*args, alpha=bound * 1.01)
+        assert np.isfinite(num(D.renyi_mvn(*args, alpha=bound * 0.99)))
 
 
 def test_kl_whitened_errors(mvn):

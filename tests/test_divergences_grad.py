@@ -53,7 +53,9 @@ CASES = [
     (D.bhattacharyya_mvn, {}),
     (D.hellinger_mvn, {}),
     (D.renyi_mvn, {"alpha": 0.3}),
+    (D.renyi_mvn, {"alpha": 0.9}),   # spectral evaluation (|1 - alpha| < 1/4)
     (D.renyi_mvn, {"alpha": 1.0}),
+    (D.renyi_mvn, {"alpha": 1.1}),
     (D.renyi_mvn, {"alpha": 2.5}),
 ]
 

@@ -34,7 +34,9 @@ CASES = [
     (D.bhattacharyya_mvn, ref_bhattacharyya, {}),
     (D.hellinger_mvn, ref_hellinger, {}),
     (D.renyi_mvn, lambda *a: ref_renyi(*a, 0.3), {"alpha": 0.3}),
+    (D.renyi_mvn, lambda *a: ref_renyi(*a, 0.8), {"alpha": 0.8}),
     (D.renyi_mvn, lambda *a: ref_renyi(*a, 1.0), {"alpha": 1.0}),
+    (D.renyi_mvn, lambda *a: ref_renyi(*a, 1.2), {"alpha": 1.2}),
     (D.renyi_mvn, lambda *a: ref_renyi(*a, 3.0), {"alpha": 3.0}),
 ]
 
@@ -119,7 +121,7 @@ def test_widely_scaled_covariances_stay_finite(xp, dtype, device):
     rng = np.random.default_rng(10)
     mq, mp = rng.standard_normal(3), rng.standard_normal(3)
     Sq, Sp = spd(3, rng, 1e-4), spd(3, rng, 1e4)
-    for fn, ref, kw in CASES[:5]:
+    for fn, ref, kw in CASES[:6]:
         for a, b in ((Sq, Sp), (Sp, Sq)):
             got = num(call(fn, xp, device, dtype, mq, a, mp, b, "LL", **kw))
             assert np.isfinite(got)

@@ -1,50 +1,117 @@
 """Renyi divergences between multivariate Gaussians, and the Bhattacharyya and Hellinger ones.
 
-All three share one spectral core. Whitening by ``Lp`` turns ``Sp`` into ``I`` and ``Sq`` into
-``C = A A^T`` with ``A = Lp^{-1} Lq``; with the SVD ``A = W diag(s) V^T`` the eigenvalues of
-``C`` (those of ``Sp^{-1} Sq``) are ``c_i = s_i^2``, computed to the accuracy of singular values
-rather than that of eigenvalues of a squared matrix. With ``beta = 1 - alpha``,
-``x_i = c_i - 1``, ``g_i = 1 + beta x_i`` (eigenvalues of the whitened
-``alpha Sp + (1 - alpha) Sq``) and ``b = W^T Lp^{-1} (mq - mp)``:
+With ``beta = 1 - alpha``, ``S_a = alpha Sp + beta Sq`` and ``d = mq - mp``,
 
-    D_alpha(Q || P) = sum_i [log1p(beta x_i) - beta log c_i] / (2 beta)
-                      + alpha/2 sum_i b_i^2 / g_i.
+    D_alpha(Q || P) = alpha/2 d^T S_a^{-1} d + [log|S_a| - beta log|Sq| - alpha log|Sp|] / (2 beta).
 
-Each term of the first sum is O(beta) on top and bottom and is computed without cancelling
-large numbers, so the value is accurate uniformly in alpha, including alpha -> 1, where it tends
-to KL(Q || P) (and equals it at alpha = 1). The Bhattacharyya distance is ``D_{1/2} / 2``, and the
-squared Hellinger distance is ``1 - exp(-D_B)``, computed with ``expm1``.
+Two evaluations share this module:
+
+- *Cholesky* (``|1 - alpha| >= 1/4``, Bhattacharyya and Hellinger included): one Cholesky of
+  ``S_a`` and triangular solves, a few GEMMs' worth of work. The log-determinant bracket is
+  divided by ``2 beta``, which amplifies its rounding error by at most a factor 2 here.
+- *Spectral* (``|1 - alpha| < 1/4``): whitening by ``Lp`` turns ``Sp`` into ``I`` and ``Sq`` into
+  ``C = A A^T``, ``A = Lp^{-1} Lq``. With the SVD ``A = W diag(s) V^T`` the eigenvalues of ``C``
+  are ``c_i = s_i^2`` (to the accuracy of singular values), and with ``x_i = c_i - 1``,
+  ``g_i = 1 + beta x_i`` and ``b = W^T Lp^{-1} d``
+
+      D_alpha = sum_i [log1p(beta x_i) - beta log c_i] / (2 beta) + alpha/2 sum_i b_i^2 / g_i,
+
+  where each term of the first sum is O(beta) above and below and is computed without cancelling
+  large numbers: accurate uniformly as alpha -> 1, where it tends to KL(Q || P) (and equals it at
+  alpha = 1). It costs one SVD (tens of GEMMs).
+
+The Bhattacharyya distance is ``D_{1/2} / 2``, and the squared Hellinger distance is
+``1 - exp(-D_B)``, computed with ``expm1``.
 """
 
 from __future__ import annotations
 
-from gpnum.backend import solve_triangular, to_numpy
+from gpnum.backend import cho_solve, cholesky, solve_triangular, to_numpy
 from gpnum.divergences._checks import check_alpha, mvn_args, namespace_of
-from gpnum.divergences._matrix import gradient_entry, inv_sandwich
+from gpnum.divergences._matrix import eye_like, gradient_entry, inv_sandwich
+from gpnum.errors import NotPSDError
 
 __all__ = ["renyi_mvn", "renyi_mvn_and_grad", "bhattacharyya_mvn", "bhattacharyya_mvn_and_grad",
            "hellinger_mvn", "hellinger_mvn_and_grad"]
 
 _NAMES = ("mq", "mp", "Sq", "Lq", "Sp", "Lp")
 
+#: Orders with ``|1 - alpha|`` below this use the spectral evaluation (module docstring).
+SPECTRAL_BELOW = 0.25
+
 
 def _renyi(mq, Sq, mp, Sp, Lq, Lp, alpha, validate, want_grad, kind="renyi"):
     alpha = check_alpha(alpha)
     xp, _ = namespace_of({"mq": mq, "Sq": Sq, "mp": mp, "Sp": Sp, "Lq": Lq, "Lp": Lp})
     _, cq, cp = mvn_args(xp, mq, mp, Sq, Sp, Lq, Lp, _NAMES, validate)
+    core = _spectral if abs(1.0 - alpha) < SPECTRAL_BELOW else _cholesky
+    out = core(xp, mq - mp, cq, cp, alpha, validate, want_grad)
+    return _finish(xp, kind, *out) if want_grad else _finish(xp, kind, out)
+
+
+def _infinite(xp, cq, cp, alpha):
+    """The error for an ``alpha > 1`` at which ``S_a`` is not positive definite."""
+    s = xp.linalg.svdvals(solve_triangular(cp.L, cq.L))
+    c_max = float(to_numpy(xp.max(s))) ** 2
+    return ValueError(
+        f"alpha: D_alpha(Q || P) is infinite for alpha = {alpha!r}: alpha Sp + (1 - alpha) Sq "
+        f"is not positive definite (largest eigenvalue of Sp^{{-1}} Sq is {c_max:.6g}); "
+        f"choose alpha < {c_max / (c_max - 1.0):.6g}")
+
+
+def _cholesky(xp, delta, cq, cp, alpha, validate, want_grad):
+    """``|1 - alpha| >= 1/4``: one Cholesky of ``S_a = alpha Sp + beta Sq``."""
+    beta = 1.0 - alpha
+    Sq_ = cq.S if cq.S is not None else cq.L @ cq.L.T
+    Sp_ = cp.S if cp.S is not None else cp.L @ cp.L.T
+    Sa = alpha * Sp_ + beta * Sq_
+    try:
+        # For alpha > 1 no jitter: an indefinite S_a means an infinite divergence, not noise.
+        La = cholesky(Sa, max_tries=0 if alpha > 1.0 else 3)
+    except NotPSDError:
+        if alpha > 1.0:
+            raise _infinite(xp, cq, cp, alpha) from None
+        raise
+
+    def logdet(L):
+        return 2.0 * xp.sum(xp.log(xp.abs(xp.linalg.diagonal(L))))
+
+    w = solve_triangular(La, delta)
+    value = (0.5 * alpha * xp.sum(w * w)
+             + (logdet(La) - beta * logdet(cq.L) - alpha * logdet(cp.L)) / (2.0 * beta))
+    if not want_grad:
+        return value
+    u = solve_triangular(La, w, trans=True)            # S_a^{-1} d
+    grads = {"mq": alpha * u, "mp": -alpha * u}
+    # d/dSq = -alpha beta/2 u u^T + (S_a^{-1} - Sq^{-1}) / 2
+    # d/dSp = -alpha^2/2 u u^T + alpha/(2 beta) (S_a^{-1} - Sp^{-1})
+    # and for a factor, 2 (d/dS) L, in which tril(S^{-1} L) = tril(L^{-T}) = diag(1 / diag L).
+    for cov, c_uu, c_inv in ((cq, -alpha * beta, 1.0), (cp, -alpha * alpha, alpha / beta)):
+        if cov.is_factor:
+            L = cov.L
+            F = (c_uu * u[:, None] * (L.T @ u)[None, :]
+                 + c_inv * xp.tril(cho_solve(La, L))
+                 - c_inv * eye_like(xp, L) * (1.0 / xp.linalg.diagonal(L))[None, :])
+            grads[cov.key] = gradient_entry(xp, cov, F_L=F)
+        else:
+            eye = eye_like(xp, La)
+            G = (0.5 * c_uu * u[:, None] * u[None, :]
+                 + 0.5 * c_inv * (inv_sandwich(La, eye) - inv_sandwich(cov.L, eye)))
+            grads[cov.key] = gradient_entry(xp, cov, G_S=G)
+    return value, grads
+
+
+def _spectral(xp, delta, cq, cp, alpha, validate, want_grad):
+    """``|1 - alpha| < 1/4``: one SVD of ``Lp^{-1} Lq``, accurate as alpha -> 1."""
     A = xp.tril(solve_triangular(cp.L, cq.L))
-    b = solve_triangular(cp.L, mq - mp)
+    b = solve_triangular(cp.L, delta)
     W, s, Vh = xp.linalg.svd(A, full_matrices=False)
     x = (s - 1.0) * (s + 1.0)
     log_c = 2.0 * xp.log(s)
     beta = 1.0 - alpha
     g = 1.0 + beta * x
     if validate and alpha > 1.0 and not bool(xp.all(g > 0.0)):
-        c_max = float(to_numpy(xp.max(s)) ** 2)
-        raise ValueError(
-            f"alpha: D_alpha(Q || P) is infinite for alpha = {alpha!r}: alpha Sp + (1 - alpha) Sq "
-            f"is not positive definite (largest eigenvalue of Sp^{{-1}} Sq is {c_max:.6g}); "
-            f"choose alpha < {c_max / (c_max - 1.0):.6g}")
+        raise _infinite(xp, cq, cp, alpha)
     if beta == 0.0:
         t1 = 0.5 * xp.sum(x - log_c)
     else:
@@ -52,7 +119,7 @@ def _renyi(mq, Sq, mp, Sp, Lq, Lp, alpha, validate, want_grad, kind="renyi"):
     bw = W.T @ b
     value = t1 + 0.5 * alpha * xp.sum(bw * bw / g)
     if not want_grad:
-        return _finish(xp, kind, value)
+        return value
     ut = W @ (bw / g)                              # Lp^T (alpha Sp + beta Sq)^{-1} (mq - mp)
     u = solve_triangular(cp.L, ut, trans=True)
     grads = {"mq": alpha * u, "mp": -alpha * u}
@@ -71,7 +138,7 @@ def _renyi(mq, Sq, mp, Sp, Lq, Lp, alpha, validate, want_grad, kind="renyi"):
         grads[cp.key] = gradient_entry(xp, cp, F_L=2.0 * solve_triangular(cp.L, Mp, trans=True))
     else:
         grads[cp.key] = gradient_entry(xp, cp, G_S=inv_sandwich(cp.L, Mp))
-    return _finish(xp, kind, value, grads)
+    return value, grads
 
 
 def _finish(xp, kind, renyi, grads=None):
@@ -112,8 +179,10 @@ def renyi_mvn(mq, Sq=None, mp=None, Sp=None, *, alpha, Lq=None, Lp=None, validat
     Lq, Lp : array (M, M), optional, keyword-only
         Lower Cholesky factors instead of covariances (only the lower triangle is read).
     validate : bool
-        Check values (one host synchronisation; one more for ``alpha > 1``). Without it, an
-        ``alpha`` for which the divergence is infinite gives ``nan``.
+        Check values (one host synchronisation). An ``alpha > 1`` at which the divergence is
+        infinite raises whenever it is detected: always for ``alpha >= 5/4`` (the Cholesky of
+        ``S_a`` fails), and for ``1 < alpha < 5/4`` only with ``validate`` (one more
+        synchronisation), else the value is ``nan``.
 
     Returns
     -------
@@ -131,8 +200,9 @@ def renyi_mvn(mq, Sq=None, mp=None, Sp=None, *, alpha, Lq=None, Lp=None, validat
 
     Notes
     -----
-    Computed from one SVD of ``Lp^{-1} Lq`` (module docstring), accurate uniformly in
-    ``alpha`` including near 1.
+    For ``|1 - alpha| >= 1/4`` one Cholesky of ``S_a`` and triangular solves (a few GEMMs);
+    closer to 1, one SVD of ``Lp^{-1} Lq`` (tens of GEMMs), which stays accurate as
+    ``alpha -> 1`` where the textbook form divides by ``alpha - 1`` (module docstring).
     """
     return _renyi(mq, Sq, mp, Sp, Lq, Lp, alpha, validate, False)
 
@@ -146,8 +216,8 @@ def renyi_mvn_and_grad(mq, Sq=None, mp=None, Sp=None, *, alpha, Lq=None, Lp=None
     - ``d/dSq = -alpha (1 - alpha)/2 u u^T + (S_a^{-1} - Sq^{-1}) / 2``
     - ``d/dSp = -alpha^2/2 u u^T + alpha/(2 (alpha - 1)) (Sp^{-1} - S_a^{-1})``
 
-    evaluated in the whitened eigenbasis so that they stay accurate as ``alpha -> 1``.
-    Factor gradients are ``tril(2 (d/dS) L)``.
+    (near ``alpha = 1`` evaluated in the whitened eigenbasis so that they stay accurate as
+    ``alpha -> 1``). Factor gradients are ``tril(2 (d/dS) L)``.
     """
     return _renyi(mq, Sq, mp, Sp, Lq, Lp, alpha, validate, True)
 

@@ -149,7 +149,8 @@ def wasserstein_gwi(mq, Kq=None, mp=None, Kp=None, *, Lq=None, Lp=None, eigen_te
 
     The estimator of Wild et al. (2022, "Generalized variational inference in function spaces:
     Gaussian measures meet Bayesian deep learning") used by Gaussian Wasserstein inference, in
-    the same-batch form of seed 001 (section 5.3, ``X_{N_S} = X_{N_B}``): for a variational GP
+    the same-batch form of seed 001 ("Wasserstein distance approximations",
+    ``X_{N_S} = X_{N_B}``): for a variational GP
     ``Q = GP(mq, r)`` and a prior ``P = GP(mp, k)`` on a batch of ``N`` inputs,
 
         W^2 ~= 1/N sum_n (mq_n - mp_n)^2 + 1/N tr Kp + 1/N tr Kq
