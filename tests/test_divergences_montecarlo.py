@@ -113,3 +113,15 @@ def test_gwi_estimate_against_monte_carlo(xp, device):
     got = num(D.wasserstein_gwi(*(to(xp, device, a) for a in (mq, Sq, mp, Sp))))
     estimate, se = est["wasserstein"]
     _assert_within(3.0 * got, estimate, se, "gwi", 0.0)
+
+
+def test_monte_carlo_rejects_the_seed_formulas():
+    """The seed's per-point KL and Hellinger (design notes 4.5) fail these Monte Carlo bounds."""
+    (mq, vq, mp, vp), per_point = pointwise_case()
+    sq, sp, d = np.sqrt(vq), np.sqrt(vp), mq - mp
+    seed_kl = np.log(vq / vp) + (vp + d**2) / (2.0 * vq) - 0.5
+    seed_hellinger = 1.0 - np.sqrt(2.0 * sp * sq / (vp + vq)) * np.exp(d**2 / (4.0 * (vp + vq)))
+    for key, seed in (("kl", seed_kl), ("hellinger", seed_hellinger)):
+        for i in range(3):
+            estimate, se = per_point[i][key]
+            assert abs(seed[i] - estimate) > 2.0 * Z * se, (key, i)
