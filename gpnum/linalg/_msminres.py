@@ -183,6 +183,12 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     One product with ``A`` per iteration whatever the number of shifts; the per-iteration
     scalar work (the Givens QR of the s shifted tridiagonals) runs on (s, k) arrays. The
     stopping test uses the residual norm of every (shift, column), never a mean.
+
+    The residual norms come from the QR recurrences. Down to the attainable accuracy of the
+    dtype they are the true residuals; below it the true residual stagnates (in float32 near
+    ``eps32 cond(A + sI)``: measured 5e-4 at cond 1e4, 5e-2 at cond 1e6). The stored-basis
+    path attains about ``eps cond``; after folding (``max_basis_bytes`` exceeded) the short
+    recurrence attains about ``eps cond^2`` (Sleijpen, van der Vorst & Modersitzki 2000).
     """
     op, B2, vector = prepare_system(A, B)
     xp = op.xp

@@ -157,9 +157,15 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
         alpha = xp.where(active, rz / xp.where(active, pAp, 1.0), 0.0)
         X = X + alpha * P
         R = R - alpha * AP
-        Z = R if precond is None else precond._matmat(R)
-        rz_new = xp.sum(R * Z, axis=0)
-        r_norm = xp.where(active, xp.linalg.vector_norm(R, axis=0), r_norm)
+        if precond is None:
+            # Without a preconditioner r^T z is ||r||^2: one reduction serves both.
+            Z = R
+            rz_new = xp.sum(R * R, axis=0)
+            r_norm = xp.where(active, xp.sqrt(rz_new), r_norm)
+        else:
+            Z = precond._matmat(R)
+            rz_new = xp.sum(R * Z, axis=0)
+            r_norm = xp.where(active, xp.linalg.vector_norm(R, axis=0), r_norm)
         still = active & (r_norm > tol)
         prec_bad = still & (rz_new <= 0.0)
         bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
