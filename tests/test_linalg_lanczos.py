@@ -198,8 +198,9 @@ def test_slq_gradient_matches_finite_differences(to_xp, xp, dtype):
     v, g = slq_logdet_and_grad(build(X, var, ls, noise), probes=to_xp(P), num_iter=n)
     np.testing.assert_allclose(float(v), np.linalg.slogdet(
         rbf_numpy(X, X, var, ls) + noise * np.eye(n))[1], rtol=1e-10)
-    check_grad(lambda a: value(var_=float(a)), np.array(var), _np(g["operator"]["kernel"]["variance"]))
-    check_grad(lambda a: value(ls_=float(a)), np.array(ls), _np(g["operator"]["kernel"]["lengthscale"]))
+    gk = g["operator"]["kernel"]
+    check_grad(lambda a: value(var_=float(a)), np.array(var), _np(gk["variance"]))
+    check_grad(lambda a: value(ls_=float(a)), np.array(ls), _np(gk["lengthscale"]))
     check_grad(lambda a: value(noise_=float(a)), np.array(noise), _np(g["diag"]))
     check_grad(lambda a: value(X_=a), X, _np(g["operator"]["X"]))
 

@@ -137,8 +137,8 @@ class OperatorContract:
     def test_bad_arguments(self, to_xp, xp, dtype):
         p, op, K = self._case(to_xp)
         n_rows, n_cols = K.shape
-        with pytest.raises(ShapeError, match=rf"X: expected shape \({n_cols},\) or \({n_cols}, k\), "
-                                             rf"got \({n_cols + 1}, 2\)"):
+        with pytest.raises(ShapeError, match=rf"X: expected shape \({n_cols},\) or "
+                                             rf"\({n_cols}, k\), got \({n_cols + 1}, 2\)"):
             op @ to_xp(np.ones((n_cols + 1, 2)))
         other = xp.float32 if dtype == xp.float64 else xp.float64
         with pytest.raises(TypeError, match="X: expected dtype"):
@@ -414,7 +414,8 @@ def test_operator_construction_errors(to_xp, xp):
         AddedDiag(to_xp(np.eye(3)), to_xp(np.ones(2)))
     with pytest.raises(ShapeError, match="AddedDiag operator: expected a square operator"):
         AddedDiag(to_xp(np.ones((3, 2))), 1.0)
-    with pytest.raises(ShapeError, match=r"Sum: expected operators of shape \(3, 3\), got \(2, 2\)"):
+    with pytest.raises(ShapeError, match=r"Sum: expected operators of shape \(3, 3\), "
+                                         r"got \(2, 2\)"):
         Sum(to_xp(np.eye(3)), to_xp(np.eye(2)))
     with pytest.raises(ShapeError, match=r"scale: expected a 0-d array"):
         Scaled(to_xp(np.eye(3)), to_xp(np.ones(2)))

@@ -121,8 +121,8 @@ class KernelMatrix(LinearOperator):
     def _param_vjp(self, U, V):
         gram_vjp = getattr(self.kernel_fn, "gram_vjp", None)
         if not callable(gram_vjp):
-            raise TypeError(f"kernel_fn: KernelMatrix.param_vjp needs kernel_fn.gram_vjp(G, X1, X2) "
-                            f"(the gradient of sum(G * k(X1, X2))), got a "
+            raise TypeError("kernel_fn: KernelMatrix.param_vjp needs kernel_fn.gram_vjp(G, X1, "
+                            "X2) (the gradient of sum(G * k(X1, X2))), got a "
                             f"{type(self.kernel_fn).__name__} without it")
         xp = self.xp
         Zc = self._cols

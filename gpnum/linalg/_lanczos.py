@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpnum.backend import default_rng, device_of, get_namespace
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import describe_shape
 from gpnum.linalg._operators import aslinearoperator, transpose_copy
 from gpnum.linalg._validation import prepare_system
 

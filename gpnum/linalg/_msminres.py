@@ -18,7 +18,6 @@ low-memory recurrence is the limit of chunks of length one.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -344,5 +343,6 @@ def _fold(xp, basis, gammas, deltas, epss, phis, x, w_old, w_older):
     if x is None:
         return out[0, ...], out[1, ...], out[2, ...]
     c_old, c_older = _boundary(deltas, epss, y[0], y[1])   # (3, s, k) each
-    out = out - c_old[:, :, None, :] * w_old[None, ...] - c_older[:, :, None, :] * w_older[None, ...]
+    out = (out - c_old[:, :, None, :] * w_old[None, ...]
+           - c_older[:, :, None, :] * w_older[None, ...])
     return x + out[0, ...], out[1, ...], out[2, ...]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import cho_solve, cholesky
-from gpnum.errors import ShapeError, describe_shape
 from gpnum.linalg._operators import (AddedDiag, LinearOperator, LowRank, aslinearoperator,
                                      transpose_copy)
 from gpnum.linalg._validation import default_check_every

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpnum.backend import default_rng, get_namespace, is_array
+from gpnum.backend import default_rng, is_array
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.linalg._lanczos import _lanczos_rows, tridiagonal
 from gpnum.linalg._operators import aslinearoperator, transpose_copy
