@@ -105,9 +105,10 @@ def _add_training_args(p, *, compare=False):
     train.add_argument("--optimizer", choices=("ngd", "adam"), default="ngd",
                        help="'ngd': natural gradients for q alternating with Adam for the rest; "
                             "'adam': Adam on everything (default: %(default)s)")
-    train.add_argument("--ngd-method", choices=("auto", "dense", "krylov"), default="auto",
-                       help="natural-gradient algebra; 'auto': dense with Cholesky, krylov (no "
-                            "O(m^3)) with CIQ (default: auto)")
+    train.add_argument("--ngd-method", choices=("dense", "krylov"), default="dense",
+                       help="natural-gradient algebra: 'dense' (one O(m^3) Cholesky per step) or "
+                            "'krylov' (PCG solves only, O(J m^2 b); pays off only for very "
+                            "large m) (default: %(default)s)")
     train.add_argument("--epochs", type=_positive_int, default=2 if compare else 3,
                        help="passes over the training data (default: %(default)s)")
     train.add_argument("--batch-size", type=_positive_int, default=256,
@@ -237,7 +238,7 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress):
     t1 = time.perf_counter()
     hist = gpnum.fit(model, X, y, epochs=args.epochs, batch_size=args.batch_size,
                      optimizer=args.optimizer, lr=args.lr, gamma=args.gamma,
-                     ngd_method=None if args.ngd_method == "auto" else args.ngd_method,
+                     ngd_method=args.ngd_method,
                      lr_schedule=sched, X_val=ds.X_val if has_val else None,
                      y_val=ds.y_val if has_val else None, progress=progress, seed=args.seed)
     train_time = time.perf_counter() - t1

@@ -45,7 +45,7 @@ def test_fit_ciq_krylov_and_validation_metrics():
     X, y, f = toy(200, seed=2)
     model = new_model(X, m=12, whitening="ciq")
     hist = gpnum.fit(model, X[:160], y[:160], epochs=15, batch_size=40, lr=0.03,
-                     X_val=X[160:], y_val=y[160:], progress=False)
+                     ngd_method="krylov", X_val=X[160:], y_val=y[160:], progress=False)
     assert model.variational_form == "natural"
     assert len(hist.val) == 15 and hist.val[-1]["rmse"] < 0.2
     assert hist.val[-1]["nll"] < hist.val[0]["nll"]
@@ -91,7 +91,7 @@ def test_resume_is_bit_identical(tmp_path):
 def test_checkpoint_round_trip_natural_form_and_backends(tmp_path, xp, device):
     X, y, _ = toy(60)
     model = new_model(X, m=6, whitening="ciq")
-    gpnum.fit(model, X, y, epochs=1, batch_size=30, progress=False)
+    gpnum.fit(model, X, y, epochs=1, batch_size=30, progress=False, ngd_method="krylov")
     model.save(tmp_path / "m.npz")
     loaded = gpnum.load(tmp_path / "m.npz", xp=xp, device=device)
     assert loaded.variational_form == "natural" and loaded.whitening == "ciq"

@@ -89,7 +89,7 @@ def _first_nonfinite(xp, named):
 
 
 def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr=0.01,
-        gamma=0.1, ngd_method=None, lr_schedule=None, gamma_schedule=None, batches=None,
+        gamma=0.1, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False):
     """Train an SVGP by stochastic variational inference.
 
@@ -109,9 +109,12 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
         Adam's learning rate (or its initial value under ``lr_schedule``).
     gamma : float
         Natural-gradient step size (ignored with ``optimizer="adam"``).
-    ngd_method : {"dense", "krylov"}, optional
-        Default: ``"dense"`` with Cholesky whitening, ``"krylov"`` with CIQ whitening (so that a
-        CIQ step has no O(m^3) operation).
+    ngd_method : {"dense", "krylov"}
+        Natural-gradient algebra (default ``"dense"``, for both whitenings). ``"krylov"`` holds q
+        as natural parameters and needs only PCG solves with the precision, O(J m^2 b) per step
+        with no O(m^3) operation; the precision's condition number grows like
+        ``num_data / noise``, so J is in the hundreds and the dense O(m^3) step is cheaper unless
+        ``J b << m / 3`` (very large m).
     lr_schedule, gamma_schedule : callable, optional
         ``epoch -> lr`` and ``step -> gamma`` (see :func:`gpnum.optim.step_decay` for the
         seed-000 decay at epochs 1, 5, 10, 15, and :func:`gpnum.optim.warmup`).
@@ -166,8 +169,6 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
         if gamma_schedule is not None and state.ngd is not None:
             state.ngd.gamma = gamma_schedule  # schedules are code: they are not saved
     else:
-        if ngd_method is None:
-            ngd_method = "krylov" if model.whitening == "ciq" else "dense"
         ngd = (NaturalGradient(gamma_schedule if gamma_schedule is not None else gamma,
                                ngd_method) if optimizer == "ngd" else None)
         rng0 = B.default_rng(seed)
