@@ -73,7 +73,7 @@ def test_coincident_points_give_no_nan(xp, dtype, device, to_xp):
                 assert np.all(np.isfinite(B.to_numpy(arr))), name
 
 
-@pytest.mark.parametrize("d", [3, 6, 40])
+@pytest.mark.parametrize("d", [3, 6, 40, 300])
 def test_sqdist_is_exact_at_coincident_points_and_accurate(d, xp, dtype, device, to_xp):
     rng = np.random.default_rng(d)
     # Far-from-origin data: the uncentred expansion would lose every digit of the small distances.
