@@ -93,3 +93,18 @@ def test_sqdist_is_exact_at_coincident_points_and_accurate(d, xp, dtype, device,
             np.testing.assert_allclose(r2[2, 4], ref[2, 4], rtol=1e-3 if not exact else 1e-9)
         same = B.to_numpy(sqdist(to_xp(X1), exact=exact))
         assert np.array_equal(same, same.T) and np.all(np.diag(same) == 0.0)
+
+
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_coincident_pairs_across_two_sets_match_the_diagonal(name, xp, dtype, device, to_xp):
+    # k(X_block, X) as a blocked kernel matrix evaluates it: coincident rows in two different
+    # arrays must give k(x, x) to working precision (no sqrt-of-rounding error near t = 0 or r = 0).
+    rng = np.random.default_rng(8)
+    f32 = dtype == xp.float32
+    for d in (3, 6):
+        X = rng.normal(size=(30, d))
+        k = build(kernel_specs(d)[name], xp, dtype, device)
+        x = to_xp(X)
+        K = B.to_numpy(k(x, to_xp(X.copy()))).astype(np.float64)
+        dg = B.to_numpy(k.diag(x)).astype(np.float64)
+        np.testing.assert_allclose(np.diag(K), dg, rtol=2e-6 if f32 else 1e-14)

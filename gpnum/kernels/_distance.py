@@ -140,7 +140,8 @@ def sqdist_vjp(W, A, B=None, *, per_dim=False, exact=None):
             ga_cols.append(ga)
             gb_cols.append(gb)
             if per_dim:
-                s_parts.append(xp.sum(wd * diff))
+                diff *= wd  # diff is not needed any more: reuse its buffer
+                s_parts.append(xp.sum(diff))
         gA = xp.stack(ga_cols, axis=1)
         gB = None if same else xp.stack(gb_cols, axis=1)
         S = xp.stack(s_parts) if per_dim else None

@@ -65,6 +65,7 @@ class Stationary(Kernel):
         raise NotImplementedError
 
     def _profile_and_slope(self, r2):
+        """``(h, dh/d(r^2))`` at ``r2``, two new arrays; ``r2`` is left unchanged."""
         raise NotImplementedError
 
     def _scaled(self, X1, X2):
@@ -88,7 +89,9 @@ class Stationary(Kernel):
         r2 = sqdist(A, B)
         h, slope = self._profile_and_slope(r2)
         g_var = xp.sum(G * h)
-        W = G * (self.variance * slope)  # cotangent of r^2
+        W = slope  # cotangent of r^2, G * variance * slope, formed in the slope's buffer
+        W *= self.variance
+        W *= G
         ard = ell.ndim == 1
         gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
         # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
@@ -161,9 +164,15 @@ class Matern32(Stationary):
 
     def _profile_and_slope(self, r2):
         xp = get_namespace(r2)
-        sr = _SQRT3 * xp.sqrt(r2)
-        e = xp.exp(-sr)
-        return (1.0 + sr) * e, -1.5 * e
+        neg_sr = xp.sqrt(r2)
+        neg_sr *= -_SQRT3
+        e = xp.exp(neg_sr)
+        h = neg_sr
+        h -= 1.0
+        h *= e
+        h *= -1.0  # (1 + sqrt(3) r) exp(-sqrt(3) r)
+        e *= -1.5
+        return h, e
 
 
 class Matern52(Stationary):
@@ -186,6 +195,15 @@ class Matern52(Stationary):
 
     def _profile_and_slope(self, r2):
         xp = get_namespace(r2)
-        sr = _SQRT5 * xp.sqrt(r2)
-        e = xp.exp(-sr)
-        return (1.0 + sr + (5.0 / 3.0) * r2) * e, (-5.0 / 6.0) * (1.0 + sr) * e
+        neg_sr = xp.sqrt(r2)
+        neg_sr *= -_SQRT5
+        e = xp.exp(neg_sr)
+        h = r2 * (5.0 / 3.0)
+        h -= neg_sr
+        h += 1.0
+        h *= e  # (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)
+        slope = neg_sr
+        slope -= 1.0
+        slope *= e
+        slope *= 5.0 / 6.0  # -5/6 (1 + sqrt(5) r) exp(-sqrt(5) r)
+        return h, slope
