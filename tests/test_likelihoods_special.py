@@ -1,4 +1,4 @@
-"""Special functions built from array-API primitives, against SciPy/mpmath-free closed forms."""
+"""Special functions built from array-API primitives, against SciPy (and mpmath if installed)."""
 
 import math
 
