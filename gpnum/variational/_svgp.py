@@ -389,7 +389,12 @@ class SVGP(Parameterised):
             RtA = None
             var = base + xp.sum(A[None, :, :] * SA, axis=1).T
         mu = self.mean + A.T @ q_mu.T  # (b, L)
-        return mu, var, {"A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu, "whiten": cache}
+        # Round-off can push a variance that is ~0 in exact arithmetic (X on top of Z) below
+        # zero; the floor keeps the likelihood's domain and its gradient is zero there.
+        floor = 1e-12 if self.dtype == xp.float64 else 1e-6
+        var_ok = var > floor
+        var = xp.where(var_ok, var, floor)
+        return mu, var, {"var_ok": var_ok, "A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu, "whiten": cache}
 
     def _squeeze(self, a):
         return a[:, 0] if self.num_latent == 1 else a
@@ -473,6 +478,7 @@ class SVGP(Parameterised):
         scale = self.num_data / X.shape[0]
         g_mu = g["mu"][:, None] if self.num_latent == 1 else g["mu"]
         g_var = g["var"][:, None] if self.num_latent == 1 else g["var"]
+        g_var = self.xp.where(cache["var_ok"], g_var, 0.0)
         return {"value": scale * self.xp.sum(ve), "A": cache["A"], "g_mu": scale * g_mu,
                 "g_var": scale * g_var, "mu": mu, "var": var,
                 "lik_grads": {k: scale * v for k, v in g["params"].items()},
