@@ -158,9 +158,10 @@ def _resolve_bounds(A, eigen_bounds, num_lanczos):
     lo, hi = lanczos_eigen_bounds(A, num_iter=num_lanczos)
     if not (hi > 0.0) or not (lo > 0.0):
         raise NotPSDError(
-            f"A ({A.shape[0]} x {A.shape[0]}) is not positive definite: its estimated spectrum "
-            f"is [{lo:.3g}, {hi:.3g}]. CIQ needs a positive-definite operator; add jitter "
-            f"(an AddedDiag) or check the kernel.")
+            f"A ({A.shape[0]} x {A.shape[0]}) is not positive definite, or its smallest "
+            f"eigenvalue could not be bounded away from zero: Lanczos bounds its spectrum by "
+            f"[{lo:.3g}, {hi:.3g}]. CIQ needs a positive-definite operator: add jitter as an "
+            f"AddedDiag (whose diagonal floors the spectrum), or pass eigen_bounds.")
     return lo, hi
 
 

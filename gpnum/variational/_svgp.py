@@ -24,7 +24,7 @@ from gpnum.backend import asarray, cholesky, cholesky_vjp, device_of, get_namesp
 from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import Dense, pcg, slq_logdet
+from gpnum.linalg import AddedDiag, Dense, Diagonal, pcg, slq_logdet
 from gpnum.params import Parameterised
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
@@ -333,24 +333,28 @@ class SVGP(Parameterised):
         return xp.stack(ms), xp.stack(SAs)
 
     # ------------------------------------------------------------------ whitening
-    def _kzz(self):
+    def _kzz(self, with_jitter=True):
         xp = self.xp
         Z = self.inducing_points
         K = self.kernel(Z)
-        if self.jitter:
+        if self.jitter and with_jitter:
             K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
         return K
 
     def _whiten(self, Kzx):
         """A = W^{-1} K_ZX and what its backward pass needs."""
         xp = self.xp
-        Kzz = self._kzz()
         if self.whitening == "cholesky":
             high = xp.float64
-            L = cholesky(xp.astype(Kzz, high), jitter=max(self.jitter, 1e-12) * 10.0)
+            L = cholesky(xp.astype(self._kzz(), high), jitter=max(self.jitter, 1e-12) * 10.0)
             A = xp.astype(solve_triangular(L, xp.astype(Kzx, high), lower=True), self.dtype)
             return A, {"L": L, "Kzx": Kzx}
-        op = Dense(Kzz, symmetric=True)
+        # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
+        # the spectrum (a plain dense matrix could not certify its smallest eigenvalue).
+        m = Kzx.shape[0]
+        op = AddedDiag(Dense(self._kzz(with_jitter=False), symmetric=True),
+                       Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
+                                m))
         res = inv_sqrt_matmul(op, Kzx, **self.ciq_options)
         return res.x, {"op": op, "res": res, "Kzx": Kzx}
 
@@ -368,7 +372,7 @@ class SVGP(Parameterised):
         maxiter = self.ciq_options.get("maxiter", 200)
         Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
                                           rtol=rtol, maxiter=maxiter)
-        return g["A"], Kzx_bar
+        return g["operator"]["A"], Kzx_bar
 
     # ------------------------------------------------------------------ forward pieces
     def _marginals(self, X):

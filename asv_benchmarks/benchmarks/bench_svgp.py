@@ -1,0 +1,87 @@
+"""One SVGP ELBO-and-gradient step and one training step (natural gradients + Adam)."""
+
+import time
+
+import numpy as np
+
+from gpnum import backend as B
+from gpnum.kernels import Matern52
+from gpnum.likelihoods import Gaussian
+from gpnum.optim import Adam, NaturalGradient
+from gpnum.variational import SVGP
+
+from ._common import available_backends, sync
+
+
+def _problem(xp, dtype, m, b=256, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    dt = getattr(xp, dtype)
+    X = B.asarray(rng.uniform(-1, 1, (b, d)), dtype=dt, xp=xp)
+    y = B.asarray(np.sin(3 * B.to_numpy(X)[:, 0]) + 0.1 * rng.standard_normal(b), dtype=dt, xp=xp)
+    Z = B.asarray(rng.uniform(-1, 1, (m, d)), dtype=dt, xp=xp)
+    return X, y, Z
+
+
+def _model(xp, dtype, Z, whitening):
+    dt = getattr(xp, dtype)
+    return SVGP(Matern52(lengthscale=0.3, variance=1.0, xp=xp, dtype=dt),
+                Gaussian(variance=0.1, xp=xp, dtype=dt), Z, num_data=100_000,
+                whitening=whitening, jitter=1e-4, ciq_options={"rtol": 1e-3, "maxiter": 200})
+
+
+class ElboAndGrad:
+    """model.elbo_and_grad on a batch of 256, d = 2."""
+
+    params = (available_backends(), ["float64", "float32"], [500, 1000, 2000, 4000],
+              ["cholesky", "ciq"])
+    param_names = ["backend", "dtype", "m", "whitening"]
+    timeout = 900
+
+    def setup(self, backend, dtype, m, whitening):
+        self.xp = B.namespace_by_name(backend)
+        self.X, self.y, Z = _problem(self.xp, dtype, m)
+        self.model = _model(self.xp, dtype, Z, whitening)
+
+    def time_elbo_and_grad(self, backend, dtype, m, whitening):
+        value, grads = self.model.elbo_and_grad(self.X, self.y)
+        sync(grads["inducing_points"])
+
+    def track_step_over_cholesky(self, backend, dtype, m, whitening):
+        """Step time divided by one Cholesky factorisation of K_ZZ (same run)."""
+        t0 = time.perf_counter()
+        sync(self.model.elbo_and_grad(self.X, self.y)[1]["inducing_points"])
+        t_step = time.perf_counter() - t0
+        K = self.model._kzz()
+        t0 = time.perf_counter()
+        sync(B.cholesky(K))
+        return t_step / (time.perf_counter() - t0)
+
+    track_step_over_cholesky.unit = "ratio"
+
+
+class TrainingStep:
+    """One training step: natural gradients on q plus Adam on the rest, batch 256."""
+
+    params = (available_backends(), ["float64"], [500, 1000, 2000],
+              ["cholesky+dense", "ciq+dense", "ciq+krylov"])
+    param_names = ["backend", "dtype", "m", "variant"]
+    timeout = 900
+
+    def setup(self, backend, dtype, m, variant):
+        self.xp = B.namespace_by_name(backend)
+        self.X, self.y, Z = _problem(self.xp, dtype, m)
+        whitening, method = variant.split("+")
+        self.model = _model(self.xp, dtype, Z, whitening)
+        self.ngd = NaturalGradient(0.1, method)
+        self.adam = Adam(lr=0.01)
+        self.ngd.prepare(self.model)
+
+    def time_training_step(self, backend, dtype, m, variant):
+        model = self.model
+        value, grads, data = model.elbo_and_grad(self.X, self.y, return_data=True)
+        self.ngd.step(model, data=data)
+        hyper = {k: v for k, v in grads.items() if k not in ("q_mu", "q_sqrt")}
+        g_u = model.grad_to_unconstrained(hyper)
+        u = model.unconstrained()
+        model.set_unconstrained(self.adam.step({k: u[k] for k in g_u}, g_u, maximize=True))
+        sync(model.inducing_points)
