@@ -21,8 +21,8 @@ def _kernel(name, d, xp, dt):
     return ArcCosine(2, 1.6, 0.2, xp=xp, dtype=dt)
 
 
-def _ratio(f, g, reps=15):
-    """min time of ``f`` / min time of ``g``, timed alternately after one warm-up of each.
+def _best_pair(f, g, reps=15, clock=time.perf_counter):
+    """Minimum times of ``f`` and ``g``, timed alternately after one warm-up of each.
 
     Alternating the two and taking each minimum keeps a ratio usable while other processes load
     the CPU: both sides see the same conditions, and the minimum drops the preempted runs.
@@ -32,10 +32,15 @@ def _ratio(f, g, reps=15):
     tf, tg = [], []
     for _ in range(reps):
         for fn, ts in ((f, tf), (g, tg)):
-            t0 = time.perf_counter()
+            t0 = clock()
             sync(fn())
-            ts.append(time.perf_counter() - t0)
-    return min(tf) / min(tg)
+            ts.append(clock() - t0)
+    return min(tf), min(tg)
+
+
+def _ratio(f, g, reps=15):
+    a, b = _best_pair(f, g, reps)
+    return a / b
 
 
 class KernelGram:
@@ -91,3 +96,33 @@ class KernelGram:
         return _ratio(self._vjp, self._gram)
 
     track_vjp_over_gram.unit = "ratio"
+
+
+def main():
+    """Print the table of docs/kernels.md, timed in CPU time (``time.process_time``) so that
+    preemption by other jobs does not count; meaningful for single-threaded CPU runs:
+
+        cd asv_benchmarks && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \\
+            python -m benchmarks.bench_kernels
+    """
+    import itertools
+
+    bench = KernelGram()
+    print("backend dtype n d kernel | gram_ms vjp_ms | gram/exp gram/gemm vjp/gram")
+    for combo in itertools.product(*KernelGram.params):
+        backend, dtype, n, d, kernel = combo
+        if backend == "cupy":
+            continue  # CPU time says nothing about GPU work
+        bench.setup(*combo)
+        reps = 15 if n < 4000 else 5
+        clock = time.process_time
+        gram_e, exp = _best_pair(bench._gram, bench._exp, reps, clock)
+        gram_m, gemm = _best_pair(bench._gram, bench._gemm, reps, clock)
+        vjp, gram_v = _best_pair(bench._vjp, bench._gram, reps, clock)
+        gram = min(gram_e, gram_m, gram_v)
+        print(f"{backend} {dtype} {n} {d} {kernel} | {gram * 1e3:.2f} {vjp * 1e3:.2f} | "
+              f"{gram_e / exp:.1f} {gram_m / gemm:.1f} {vjp / gram_v:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
