@@ -20,6 +20,8 @@ FUNCTIONS = {
     "bhattacharyya_mvn": (D.bhattacharyya_mvn, D.bhattacharyya_mvn_and_grad, {}),
     "hellinger_mvn": (D.hellinger_mvn, D.hellinger_mvn_and_grad, {}),
     "renyi_mvn": (D.renyi_mvn, D.renyi_mvn_and_grad, {"alpha": 0.5}),
+    # |1 - alpha| < 1/4 switches to the spectral (SVD) evaluation
+    "renyi_mvn_alpha0.9": (D.renyi_mvn, D.renyi_mvn_and_grad, {"alpha": 0.9}),
 }
 
 

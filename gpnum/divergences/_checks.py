@@ -27,6 +27,8 @@ class Covariance:
     is_factor : bool
         Whether the caller passed the factor (gradient lower triangular) or the covariance
         (gradient symmetric).
+    S : array (M, M) or None
+        The symmetrised covariance when it was passed as a matrix.
     """
 
     __slots__ = ("key", "L", "is_factor", "S")
