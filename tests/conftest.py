@@ -28,6 +28,13 @@ def _available(name):
         return False
 
 
+if _available("torch"):
+    import torch
+
+    # The suite runs many tiny operations: torch's thread pool costs more than it saves on the
+    # 2-core machines here (10-100x slower under load). Tests never measure time.
+    torch.set_num_threads(1)
+
 _BACKEND_PARAMS = [
     pytest.param("numpy", id="numpy"),
     pytest.param("array_api_strict", id="strict",
