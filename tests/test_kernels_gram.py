@@ -44,6 +44,12 @@ def test_gram_and_diag_match_reference(name, xp, dtype, device, to_xp):
         dg = k.diag(x1)
         assert dg.shape == (7,) and dg.dtype == dtype
         _close(dg, np.diag(ref_gram(spec, X1, X1)), f32)
+        k.gram_vjp(K12, x1, x2)
+        k.gram_vjp(K11, x1)
+        # the in-place updates touch only the kernels' own temporaries, never the inputs
+        np.testing.assert_array_equal(B.to_numpy(x1), X1.astype(B.to_numpy(x1).dtype))
+        np.testing.assert_array_equal(B.to_numpy(x2), X2.astype(B.to_numpy(x2).dtype))
+        _close(K12, ref_gram(spec, X1, X2), f32)
         np.testing.assert_allclose(B.to_numpy(dg), np.diag(K11h), rtol=1e-12 if not f32 else 1e-6)
 
 
