@@ -91,7 +91,8 @@ def save(model, path) -> None:
             "ngd": None if state.ngd is None else {
                 "gamma": state.ngd.gamma if not callable(state.ngd.gamma) else None,
                 "method": state.ngd.method, "max_rejections": state.ngd.max_rejections,
-                "rtol": state.ngd.rtol, **state.ngd.state_dict()},
+                "rtol": state.ngd.rtol, "clip_curvature": state.ngd.clip_curvature,
+                **state.ngd.state_dict()},
         }
         arrays.update({f"adam/{k}": v for k, v in adam.items() if isinstance(v, np.ndarray)})
     path = os.fspath(path)
@@ -174,7 +175,8 @@ def load(path, *, xp=None, device=None):
             if training["ngd"] is not None:
                 g = training["ngd"]
                 ngd = NaturalGradient(g["gamma"] if g["gamma"] is not None else 0.1, g["method"],
-                                      max_rejections=g["max_rejections"], rtol=g["rtol"])
+                                      max_rejections=g["max_rejections"], rtol=g["rtol"],
+                                      clip_curvature=g.get("clip_curvature", False))
                 ngd.load_state_dict(g)
             model.training_state = TrainingState(
                 epoch=training["epoch"], step=training["step"], rng_state=training["rng_state"],

@@ -161,3 +161,23 @@ def test_gamma_validation_and_warmup():
     np.testing.assert_allclose(used[0], 0.01)
     np.testing.assert_allclose(used[-1], 0.5)
     assert all(a <= b for a, b in zip(used, used[1:]))
+
+
+def test_clipped_curvature_keeps_student_t_steps_positive_definite():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, (6, 1))
+    y = np.array([8.0, -9.0, 7.5, 0.1, -8.0, 9.0])
+    Z = np.linspace(-1, 1, 5)[:, None]
+    model = model_for(Z, 6000, StudentT(df=2.5, scale=0.1), "cholesky")
+    d = model.data_term_and_grad(X, y)
+    g = B.to_numpy(d["g_var"])[:, 0]
+    assert np.any(g > 0)  # outliers: the exact step would leave the cone
+    ngd = NaturalGradient(1.0, "dense", clip_curvature=True, max_rejections=0)
+    assert ngd.step(model, X, y) == 1.0 and ngd.num_rejected == 0
+    A = B.to_numpy(d["A"])
+    expected = np.eye(5) - 2.0 * (A * np.minimum(g, 0.0)) @ A.T  # gamma = 1: the target itself
+    np.testing.assert_allclose(np.linalg.inv(model.q_sqrt @ model.q_sqrt.T), expected, rtol=1e-8)
+    # the mean's fixed point is exact: m = S (A g_mu - 2 A diag(g') A^T m_old)
+    m_old = np.zeros(5)
+    t1 = A @ B.to_numpy(d["g_mu"])[:, 0] - 2.0 * (A * np.minimum(g, 0.0)) @ (A.T @ m_old)
+    np.testing.assert_allclose(model.q_mu, np.linalg.solve(expected, t1), rtol=1e-8)

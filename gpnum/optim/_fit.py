@@ -90,7 +90,8 @@ def _first_nonfinite(xp, named):
 
 def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr=0.01,
         gamma=0.1, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
-        X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False):
+        X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
+        clip_curvature=True):
     """Train an SVGP by stochastic variational inference.
 
     Parameters
@@ -130,6 +131,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
         Show a progress bar (tqdm when installed, else one line per epoch).
     seed : int
         Seed of the minibatch order.
+    clip_curvature : bool
+        Natural gradients with ``min(g_var, 0)`` (see :class:`gpnum.optim.NaturalGradient`):
+        a no-op for log-concave likelihoods, and what keeps Student-t training stable.
     resume : bool
         Continue from ``model.training_state`` (optimiser state, counters, RNG): a resumed run
         matches an uninterrupted one exactly.
@@ -170,7 +174,8 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
             state.ngd.gamma = gamma_schedule  # schedules are code: they are not saved
     else:
         ngd = (NaturalGradient(gamma_schedule if gamma_schedule is not None else gamma,
-                               ngd_method) if optimizer == "ngd" else None)
+                               ngd_method, clip_curvature=clip_curvature)
+               if optimizer == "ngd" else None)
         rng0 = B.default_rng(seed)
         state = TrainingState(epoch=0, step=0, rng_state=rng0.get_state(), adam=Adam(lr=lr),
                               ngd=ngd, seed=int(seed))

@@ -51,6 +51,14 @@ class NaturalGradient:
         Halvings of ``gamma`` tried when a step leaves the positive-definite cone.
     rtol : float
         PCG tolerance of the krylov method's positive-definiteness check solve.
+    clip_curvature : bool
+        Use ``min(g_var, 0)`` in place of ``g_var`` (a Gauss-Newton-style positive-definite
+        curvature). A no-op for log-concave likelihoods (Gaussian, Bernoulli), whose ``g_var``
+        is never positive; for Student-t, outliers give ``g_var > 0``, scaled by ``N / b``, and
+        the exact step then leaves the positive-definite cone even for tiny ``gamma``. With
+        clipping the precision stays positive definite for every ``gamma`` in (0, 1] and the
+        mean's fixed point is unchanged (``A g_mu = m``). Default False: the exact natural
+        gradient, with step rejection as the safeguard.
 
     Attributes
     ----------
@@ -60,7 +68,8 @@ class NaturalGradient:
         Steps rejected so far because the precision left the positive-definite cone.
     """
 
-    def __init__(self, gamma=0.1, method="dense", *, max_rejections=5, rtol=1e-8):
+    def __init__(self, gamma=0.1, method="dense", *, max_rejections=5, rtol=1e-8,
+                 clip_curvature=False):
         if method not in ("dense", "krylov"):
             raise ValueError(f"method: expected 'dense' or 'krylov', got {method!r}")
         if not callable(gamma):
@@ -71,6 +80,7 @@ class NaturalGradient:
         self.method = method
         self.max_rejections = int(max_rejections)
         self.rtol = float(rtol)
+        self.clip_curvature = bool(clip_curvature)
         self.num_steps = 0
         self.num_rejected = 0
 
@@ -110,6 +120,8 @@ class NaturalGradient:
         gamma = self.current_gamma()
         xp = model.xp
         A, g_mu, g_var, q_mean = data["A"], data["g_mu"], data["g_var"], data["cache"]["q_mean"]
+        if self.clip_curvature:
+            g_var = xp.minimum(g_var, xp.zeros_like(g_var))
         m = A.shape[0]
         eye = xp.eye(m, dtype=A.dtype, device=model._device)
         new_t1, new_P = [], []
