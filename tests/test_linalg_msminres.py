@@ -7,7 +7,7 @@ import pytest
 
 from gpnum.backend import asarray, to_numpy
 from gpnum.errors import ConvergenceWarning, ShapeError
-from gpnum.linalg import AddedDiag, KernelMatrix, msminres
+from gpnum.linalg import AddedDiag, KernelMatrix, Workspace, msminres
 from test_linalg_cases import (RBFKernel, cast_reference, kernel_problem,  # noqa: F401
                                torch_single_thread)
 
@@ -197,3 +197,25 @@ def test_msminres_bad_inputs(to_xp, xp):
     other = xp.float32 if B.dtype == xp.float64 else xp.float64
     with pytest.raises(TypeError, match="B: expected dtype"):
         msminres(A, asarray(np.ones((4, 2)), dtype=other, like=B), [0.0])
+
+
+def test_msminres_workspace_is_reused_and_gives_the_same_solutions(to_xp, xp, dtype, device):
+    X, s2, A = kernel_problem(N, 1e2)
+    B = np.random.default_rng(9).normal(size=(N, 4))
+    shifts = _shifts(2)
+    ws = Workspace()
+    assert ws.nbytes == 0 and "0.0 MiB" in repr(ws)
+    first = msminres(to_xp(A), to_xp(B), shifts, rtol=1e-4, workspace=ws)
+    held = ws.nbytes
+    itemsize = 4 if dtype == xp.float32 else 8
+    assert held >= first.num_iter * N * 4 * itemsize
+    buffer = ws._buffer
+    again = msminres(to_xp(A), to_xp(2.0 * B), shifts, rtol=1e-4, workspace=ws)
+    assert ws._buffer is buffer                       # no new allocation
+    plain = msminres(to_xp(A), to_xp(2.0 * B), shifts, rtol=1e-4)
+    np.testing.assert_allclose(to_numpy(again.x), 2.0 * to_numpy(first.x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(again.x), to_numpy(plain.x), rtol=1e-12, atol=0)
+    ws.release()
+    assert ws.nbytes == 0
+    with pytest.raises(TypeError, match="workspace: expected a gpnum.linalg.Workspace"):
+        msminres(to_xp(A), to_xp(B), shifts, workspace=object())

@@ -17,7 +17,7 @@ Every function accepts a plain array wherever an operator is expected (wrapped i
 
 from gpnum.linalg._kernel_matrix import KernelMatrix
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
-from gpnum.linalg._msminres import MultiShiftResult, msminres
+from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
 from gpnum.linalg._operators import (AddedDiag, Dense, Diagonal, LinearOperator, LowRank, Scaled,
                                      Sum, Transposed, aslinearoperator)
 from gpnum.linalg._pcg import SolveResult, pcg
@@ -39,6 +39,7 @@ __all__ = [
     "Sum",
     "Transposed",
     "WoodburyInverse",
+    "Workspace",
     "aslinearoperator",
     "eigen_bounds",
     "lanczos",
