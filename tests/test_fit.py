@@ -160,3 +160,15 @@ def test_fit_bad_arguments():
         gpnum.fit(model)
     with pytest.raises(gpnum.ShapeError):
         gpnum.fit(model, X, y[:10])
+
+
+def test_solver_warnings_are_counted_and_reported_once():
+    X, y, _ = toy(60)
+    model = new_model(X, m=6, whitening="ciq")
+    model.ciq_options.update(rtol=1e-14, maxiter=2)  # cannot converge: every call warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hist = gpnum.fit(model, X, y, epochs=1, batch_size=30, progress=False)
+    conv = [w for w in caught if issubclass(w.category, gpnum.ConvergenceWarning)]
+    assert len(conv) == 1 and "stopped short of their tolerance" in str(conv[0].message)
+    assert hist.solver_warnings >= 2 * hist.num_steps  # forward and backward of every step

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from gpnum import backend as B
+from gpnum.errors import ConvergenceWarning
 from gpnum.optim._adam import Adam
 from gpnum.optim._ngd import NaturalGradient
 
@@ -35,6 +36,9 @@ class History:
         Validation metrics after each epoch (when validation data is given).
     stopped : str or None
         Why training stopped early, if it did.
+    solver_warnings : int
+        How many solver calls (CIQ's msMINRES, PCG) stopped short of their tolerance; they are
+        reported once, as one ConvergenceWarning, at the end of :func:`fit`.
     """
 
     step_elbo: list = field(default_factory=list)
@@ -42,6 +46,7 @@ class History:
     epoch_elbo: list = field(default_factory=list)
     val: list = field(default_factory=list)
     stopped: str | None = None
+    solver_warnings: int = 0
 
     @property
     def num_steps(self) -> int:
@@ -187,6 +192,26 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
     if state.ngd is not None:
         state.ngd.prepare(model)
     history = History()
+    with warnings.catch_warnings(record=True) as caught:
+        # Solver warnings of every step would bury the progress bar: count them, report once.
+        warnings.simplefilter("always", ConvergenceWarning)
+        _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule, batches,
+                  X_val, y_val, callbacks, progress)
+    solver = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    for w in caught:
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    history.solver_warnings = len(solver)
+    if solver:
+        warnings.warn(f"{len(solver)} solver call(s) during training stopped short of their "
+                      f"tolerance (over {history.num_steps} steps); the first: "
+                      f"{solver[0].message}", ConvergenceWarning, stacklevel=2)
+    return history
+
+
+def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule, batches,
+              X_val, y_val, callbacks, progress):
+    xp = model.xp
     t_start = time.perf_counter()
     bar = _progress(progress, epochs - state.epoch)
     try:
@@ -204,8 +229,8 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
                 if value is None:
                     history.stopped = state.last_error
                     warnings.warn(f"fit stopped at epoch {epoch}, step {state.step}: "
-                                  f"{state.last_error}", RuntimeWarning, stacklevel=2)
-                    return history
+                                  f"{state.last_error}", RuntimeWarning, stacklevel=4)
+                    return
                 elbos.append(value)
                 history.step_elbo.append(value)
                 history.step_time.append(time.perf_counter() - t_start)
@@ -230,7 +255,7 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
     finally:
         if bar is not None:
             bar.close()
-    return history
+
 
 
 def _train_step(model, state, Xb, yb):
