@@ -171,4 +171,4 @@ def test_solver_warnings_are_counted_and_reported_once():
         hist = gpnum.fit(model, X, y, epochs=1, batch_size=30, progress=False)
     conv = [w for w in caught if issubclass(w.category, gpnum.ConvergenceWarning)]
     assert len(conv) == 1 and "stopped short of their tolerance" in str(conv[0].message)
-    assert hist.solver_warnings >= 2 * hist.num_steps  # forward and backward of every step
+    assert hist.solver_warnings >= hist.num_steps  # at least one per step
