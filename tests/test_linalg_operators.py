@@ -471,3 +471,55 @@ def test_kernel_matrix_memory_is_blockwise(to_xp):
     op.param_vjp(to_xp(np.ones((23, 3))), to_xp(np.ones((23, 3))))
     assert calls and all(rows <= 5 for rows, cols in calls)
     assert sum(rows for rows, cols in calls) == 2 * 23
+
+
+def test_more_operator_errors(to_xp, xp, dtype):
+    other = xp.float32 if dtype == xp.float64 else xp.float64
+    with pytest.raises(ShapeError, match=r"shape: expected two dimensions"):
+        LinearOperator((3,), dtype, None, xp)
+    with pytest.raises(TypeError, match="A: expected a real floating dtype"):
+        Dense(to_xp(np.ones((2, 2), dtype=np.int64), dtype=None))
+    with pytest.raises(ShapeError, match=r"diag: expected shape \(n,\) or \(\), got \(2, 2\)"):
+        Diagonal(to_xp(np.ones((2, 2))))
+    with pytest.raises(ShapeError, match="n: expected a size >= 1, got 0"):
+        Diagonal(to_xp(np.array(1.0)), n=0)
+    with pytest.raises(ShapeError, match="diag: expected a diagonal of size 3, got 2"):
+        AddedDiag(to_xp(np.eye(3)), Diagonal(to_xp(np.ones(2))))
+    with pytest.raises(TypeError, match="diag: expected a Diagonal, an array"):
+        AddedDiag(to_xp(np.eye(3)), "noise")
+    with pytest.raises(TypeError, match="AddedDiag: expected operators of dtype"):
+        AddedDiag(to_xp(np.eye(3)), Diagonal(asarray(np.ones(3), dtype=other, xp=xp)))
+    with pytest.raises(ShapeError, match=r"factor: expected shape \(n, r\), got \(3,\)"):
+        LowRank(to_xp(np.ones(3)))
+    with pytest.raises(ValueError, match="operators: expected at least one operator"):
+        Sum()
+    op = Dense(to_xp(np.eye(3)))
+    with pytest.raises(TypeError, match="indices: expected a one-dimensional integer array"):
+        op.columns([0, 1])
+    with pytest.raises(TypeError, match="indices: expected a one-dimensional integer array"):
+        op.columns(to_xp(np.zeros((1, 2), dtype=np.int64), dtype=None))
+
+
+def test_operators_from_two_libraries_cannot_be_combined(backend, to_xp):
+    if backend.name == "numpy":
+        pytest.skip("needs a second array library")
+    with pytest.raises(TypeError, match="Sum: operators from different namespaces"):
+        Sum(Dense(to_xp(np.eye(3))), Dense(np.eye(3)))
+
+
+def test_more_kernel_matrix_errors(to_xp, xp, dtype):
+    other = xp.float32 if dtype == xp.float64 else xp.float64
+    with pytest.raises(TypeError, match="X: expected a real floating dtype"):
+        KernelMatrix(RBFKernel(), to_xp(np.ones((3, 2), dtype=np.int64), dtype=None))
+    with pytest.raises(TypeError, match="Z: expected dtype"):
+        KernelMatrix(RBFKernel(), to_xp(np.ones((3, 2))), asarray(np.ones((2, 2)), dtype=other,
+                                                                  xp=xp))
+    with pytest.raises(TypeError, match=r"X: expected an array of shape \(n, d\)"):
+        KernelMatrix(RBFKernel(), [[1.0, 2.0]])
+
+    class BadDiag(RBFKernel):
+        def diag(self, X):
+            return super().diag(X)[:-1]
+
+    with pytest.raises(ShapeError, match=r"kernel_fn.diag: expected shape \(3,\), got \(2,\)"):
+        KernelMatrix(BadDiag(), to_xp(np.ones((3, 2)))).diagonal()

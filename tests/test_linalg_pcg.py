@@ -171,3 +171,10 @@ def test_pcg_bad_inputs(to_xp, xp, dtype):
     other = xp.float32 if dtype == xp.float64 else xp.float64
     with pytest.raises(TypeError, match="B: expected dtype"):
         pcg(A, asarray(np.ones((4, 2)), dtype=other, like=B))
+
+
+def test_pcg_operator_and_right_hand_side_from_two_libraries(backend, to_xp):
+    if backend.name == "numpy":
+        pytest.skip("needs a second array library")
+    with pytest.raises(TypeError, match="B: expected an array of A's namespace"):
+        pcg(np.eye(4), to_xp(np.ones((4, 2))))
