@@ -166,7 +166,7 @@ def _resolve_bounds(A, eigen_bounds, num_lanczos):
 
 
 def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
-                    eigen_bounds=None, num_lanczos: int = 30) -> CIQResult:
+                    eigen_bounds=None, num_lanczos: int = 30, workspace=None) -> CIQResult:
     """``K^{-1/2} B`` by contour integral quadrature and multi-shift MINRES.
 
     Parameters
@@ -184,6 +184,8 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     eigen_bounds : (float, float), optional
         Bounds ``lmin <= lambda(K) <= lmax``. Default: Lanczos (``num_lanczos`` iterations) with a
         safety margin (lower bound halved, upper bound raised by 10%).
+    workspace : gpnum.linalg.Workspace, optional
+        Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
 
     Returns
     -------
@@ -215,7 +217,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter)
+        res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace)
     if res.info > 0:
         warnings.warn(f"CIQ: msMINRES stopped after {res.num_iter} iterations (maxiter={maxiter}) "
                       f"before reaching rtol={rtol:g}; K^(-1/2) B is less accurate than asked "
@@ -228,7 +230,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
 
 
 def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
-                eigen_bounds=None, num_lanczos: int = 30) -> CIQResult:
+                eigen_bounds=None, num_lanczos: int = 30, workspace=None) -> CIQResult:
     """``K^{1/2} B = K (K^{-1/2} B)`` by contour integral quadrature; see :func:`inv_sqrt_matmul`.
 
     Returns a :class:`CIQResult` whose ``x`` is ``K^{1/2} B`` (m, k) and ``inv_sqrt_x`` is
@@ -236,19 +238,19 @@ def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 
     """
     A = _as_operator(A, B)
     r = inv_sqrt_matmul(A, B, num_quad=num_quad, rtol=rtol, maxiter=maxiter,
-                        eigen_bounds=eigen_bounds, num_lanczos=num_lanczos)
+                        eigen_bounds=eigen_bounds, num_lanczos=num_lanczos, workspace=workspace)
     x = A @ r.inv_sqrt_x
     return CIQResult(x=x, shifts=r.shifts, weights=r.weights, solves=r.solves,
                      inv_sqrt_x=r.inv_sqrt_x, num_iter=r.num_iter + 1, info=r.info,
                      eigen_bounds=r.eigen_bounds, kind="sqrt")
 
 
-def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter):
+def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     """(bbar (m, k), A.param_vjp dict) for ``x = K^{-1/2} B`` given ``xbar``."""
     xp = get_namespace(B2, xbar2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = msminres(A, xbar2, result.shifts, rtol=rtol, maxiter=maxiter)
+        res = msminres(A, xbar2, result.shifts, rtol=rtol, maxiter=maxiter, workspace=workspace)
     if res.info > 0:
         warnings.warn(f"CIQ backward: msMINRES stopped after {res.num_iter} iterations short of "
                       f"rtol={rtol:g} (info={res.info}).", ConvergenceWarning, stacklevel=3)
@@ -277,7 +279,8 @@ def _add_grads(g1, g2):
     return out
 
 
-def inv_sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int = 200):
+def inv_sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int = 200,
+                        workspace=None):
     """Backward pass of :func:`inv_sqrt_matmul`.
 
     Parameters
@@ -308,11 +311,12 @@ def inv_sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: i
     B2 = B[:, None] if vec else B
     xb2 = x_bar[:, None] if vec else x_bar
     rtol = 1e-3 if rtol is None else rtol
-    bbar, grads = _inv_sqrt_backward(result, A, B2, xb2, rtol, maxiter)
+    bbar, grads = _inv_sqrt_backward(result, A, B2, xb2, rtol, maxiter, workspace)
     return (bbar[:, 0] if vec else bbar), grads
 
 
-def sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int = 200):
+def sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int = 200,
+                    workspace=None):
     """Backward pass of :func:`sqrt_matmul`; same conventions as :func:`inv_sqrt_matmul_vjp`.
 
     With ``y = K z`` and ``z = K^{-1/2} B``: ``zbar = K ybar`` and ``param_vjp(ybar, z)`` from the
@@ -329,7 +333,7 @@ def sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int =
     zbar = A @ yb
     g_outer = A.param_vjp(yb, z)
     rtol = 1e-3 if rtol is None else rtol
-    bbar, g_inner = _inv_sqrt_backward(result, A, B2, zbar, rtol, maxiter)
+    bbar, g_inner = _inv_sqrt_backward(result, A, B2, zbar, rtol, maxiter, workspace)
     return (bbar[:, 0] if vec else bbar), _add_grads(g_outer, g_inner)
 
 

@@ -25,7 +25,7 @@ from gpnum.backend import asarray, cholesky, device_of, get_namespace, solve_tri
 from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import AddedDiag, Dense, Diagonal, pcg, slq_logdet
+from gpnum.linalg import AddedDiag, Dense, Diagonal, Workspace, pcg, slq_logdet
 from gpnum.params import Parameterised
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
@@ -133,6 +133,9 @@ class SVGP(Parameterised):
         if not self.jitter >= 0.0:
             raise ValueError(f"jitter: expected a number >= 0, got {jitter!r}")
         self.ciq_options = dict(ciq_options or {})
+        # Krylov-basis memory reused by every CIQ solve of this model (not a cache of results:
+        # first touches of fresh memory cost more than the products on virtual machines).
+        self.ciq_workspace = Workspace() if whitening == "ciq" else None
         unknown = set(self.ciq_options) - {"num_quad", "rtol", "maxiter", "eigen_bounds",
                                            "num_lanczos"}
         if unknown:
@@ -356,7 +359,7 @@ class SVGP(Parameterised):
         op = AddedDiag(Dense(self._kzz(with_jitter=False), symmetric=True),
                        Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
                                 m))
-        res = inv_sqrt_matmul(op, Kzx, **self.ciq_options)
+        res = inv_sqrt_matmul(op, Kzx, workspace=self.ciq_workspace, **self.ciq_options)
         return res.x, {"op": op, "res": res, "Kzx": Kzx}
 
     def _whiten_backward(self, A, cache, A_bar):
@@ -380,7 +383,8 @@ class SVGP(Parameterised):
         rtol = self.ciq_options.get("rtol", 1e-3)
         maxiter = self.ciq_options.get("maxiter", 200)
         Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
-                                          rtol=rtol, maxiter=maxiter)
+                                          rtol=rtol, maxiter=maxiter,
+                                          workspace=self.ciq_workspace)
         return g["operator"]["A"], Kzx_bar
 
     # ------------------------------------------------------------------ forward pieces
