@@ -219,3 +219,16 @@ def test_msminres_workspace_is_reused_and_gives_the_same_solutions(to_xp, xp, dt
     assert ws.nbytes == 0
     with pytest.raises(TypeError, match="workspace: expected a gpnum.linalg.Workspace"):
         msminres(to_xp(A), to_xp(B), shifts, workspace=object())
+
+
+def test_msminres_callable_operator_returning_its_input(to_xp):
+    """A callable may return shared memory (here the identity returns its argument): the
+    solver must not update it in place, and B must stay untouched."""
+    B = np.random.default_rng(10).normal(size=(N, 3))
+    Bx = to_xp(B)
+    res = msminres(lambda X: X, Bx, [0.0, 1.0, 3.0], rtol=1e-6)
+    assert res.info == 0
+    x = to_numpy(res.x)
+    for j, s in enumerate([0.0, 1.0, 3.0]):
+        np.testing.assert_allclose(x[j], B / (1.0 + s), rtol=1e-5)
+    np.testing.assert_array_equal(to_numpy(Bx), B.astype(to_numpy(Bx).dtype))

@@ -37,6 +37,8 @@ class KernelMatrix(LinearOperator):
     contributions. ``G = U V^T`` is built one row block at a time.
     """
 
+    fresh_products = True
+
     def __init__(self, kernel_fn, X, Z=None, *, block_size: int = 1024):
         if not callable(kernel_fn):
             raise TypeError(f"kernel_fn: expected a callable k(X1, X2), got "

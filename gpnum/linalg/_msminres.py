@@ -277,6 +277,7 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     # fills; growing by copies would touch each page twice); on an accelerator, whose
     # allocations are real, it starts small and doubles.
     host = on_host(xp, device)
+    fresh = op.fresh_products
     if workspace is not None:
         if not isinstance(workspace, Workspace):
             raise TypeError(f"workspace: expected a gpnum.linalg.Workspace, got "
@@ -292,15 +293,14 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     while num_iter < maxiter:
         # --- one Lanczos step per column (shared by every shift) ---
         w = op._matmat(q)
-        # The first update copies the product (an operator may return shared memory); the
-        # later ones work in place on that private copy, saving two sweeps of (n, k) memory.
-        if q_prev is not None:
-            w = w - beta * q_prev
-            alpha = xp.sum(q * w, axis=0)
-            w -= alpha * q
-        else:
-            alpha = xp.sum(q * w, axis=0)
-            w = w - alpha * q
+        # Updates run in place (saving sweeps of (n, k) memory) once w is known to be private:
+        # the product of a gpnum operator is, a user's callable may return shared memory.
+        if not fresh:
+            w = w - beta * q_prev if q_prev is not None else xp.asarray(w, copy=True)
+        elif q_prev is not None:
+            w -= beta * q_prev
+        alpha = xp.sum(q * w, axis=0)
+        w -= alpha * q
         beta_next = xp.linalg.vector_norm(w, axis=0)
         anorm = xp.maximum(anorm, xp.sqrt(alpha * alpha + beta * beta + beta_next * beta_next))
         # Lucky breakdown (invariant subspace): the column is solved exactly; zero its vectors.

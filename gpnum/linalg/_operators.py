@@ -55,6 +55,9 @@ class LinearOperator:
     """
 
     symmetric = False
+    #: Whether ``_matmat`` always returns a new array that shares memory with nothing (solvers
+    #: may then update it in place). True for every operator defined here; False by default.
+    fresh_products = False
 
     def __init__(self, shape, dtype, device, xp):
         if len(shape) != 2:
@@ -261,6 +264,8 @@ class Dense(LinearOperator):
     symmetric parameterisation symmetrise it).
     """
 
+    fresh_products = True
+
     def __init__(self, A, *, symmetric: bool = False):
         xp = _as_2d_array(A, "A")
         if A.ndim != 2:
@@ -306,6 +311,8 @@ class Diagonal(LinearOperator):
     ``param_vjp`` keys: ``{"diag": sum(U * V, axis=1)}`` of shape (n,), or its total (0-d) for
     a constant diagonal.
     """
+
+    fresh_products = True
 
     symmetric = True
 
@@ -424,6 +431,8 @@ class AddedDiag(LinearOperator):
     as for :class:`Diagonal`.
     """
 
+    fresh_products = True
+
     def __init__(self, operator, diag):
         operator = aslinearoperator(operator)
         operator._require_square("AddedDiag operator")
@@ -471,6 +480,8 @@ class LowRank(LinearOperator):
     ``param_vjp`` keys: ``{"factor": U (V^T F) + V (U^T F)}`` of shape (n, r), plus ``"diag"``
     (as for :class:`Diagonal`) when a diagonal is present.
     """
+
+    fresh_products = True
 
     symmetric = True
 
@@ -523,6 +534,8 @@ class Sum(LinearOperator):
     ``param_vjp`` keys: ``{"operators": [K_1.param_vjp(U, V), K_2.param_vjp(U, V), ...]}``.
     """
 
+    fresh_products = True
+
     def __init__(self, *operators):
         if len(operators) < 1:
             raise ValueError("operators: expected at least one operator, got none")
@@ -532,6 +545,7 @@ class Sum(LinearOperator):
         super().__init__(first.shape, first.dtype, first.device, first.xp)
         self.operators = tuple(ops)
         self.symmetric = all(op.symmetric for op in ops)
+        self.fresh_products = len(ops) > 1 or ops[0].fresh_products
 
     def _matmat(self, X):
         out = self.operators[0]._matmat(X)
@@ -578,6 +592,8 @@ class Scaled(LinearOperator):
     -----
     ``param_vjp`` keys: ``{"scale": sum_i u_i^T K v_i (0-d), "operator": K.param_vjp(c U, V)}``.
     """
+
+    fresh_products = True
 
     def __init__(self, operator, scale):
         operator = aslinearoperator(operator)
@@ -630,12 +646,15 @@ class Transposed(LinearOperator):
     ``K``'s own parameters.
     """
 
+    fresh_products = True
+
     def __init__(self, operator):
         operator = aslinearoperator(operator)
         super().__init__((operator.shape[1], operator.shape[0]), operator.dtype, operator.device,
                          operator.xp)
         self.operator = operator
         self.symmetric = operator.symmetric
+        self.fresh_products = operator.fresh_products
 
     @property
     def T(self):

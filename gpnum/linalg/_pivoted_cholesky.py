@@ -113,6 +113,8 @@ class WoodburyInverse(LinearOperator):
     (``{"factor", "diag"}``): ``d(u^T K^{-1} v) = -(K^{-1} u)^T dK (K^{-1} v)``.
     """
 
+    fresh_products = True
+
     symmetric = True
 
     def __init__(self, lowrank):
