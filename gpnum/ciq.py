@@ -265,6 +265,15 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     return bbar, grads
 
 
+def _vjp_inputs(result, B, x_bar):
+    """Check the cotangent's shape; return (B was a vector, B as (m, k))."""
+    if tuple(x_bar.shape) != tuple(result.x.shape):
+        raise ShapeError(f"x_bar: expected shape {describe_shape(result.x.shape)}, got "
+                         f"{describe_shape(x_bar.shape)}")
+    vec = B.ndim == 1
+    return vec, (B[:, None] if vec else B)
+
+
 def _add_grads(g1, g2):
     """Sum two (possibly nested) gradient dicts with the same structure."""
     out = {}
@@ -304,11 +313,7 @@ def inv_sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: i
         Gradient w.r.t. the parameters of ``A``, as returned by ``A.param_vjp``.
     """
     A = _as_operator(A, B)
-    if tuple(x_bar.shape) != tuple(result.x.shape):
-        raise ShapeError(f"x_bar: expected shape {describe_shape(result.x.shape)}, got "
-                         f"{describe_shape(x_bar.shape)}")
-    vec = B.ndim == 1
-    B2 = B[:, None] if vec else B
+    vec, B2 = _vjp_inputs(result, B, x_bar)
     xb2 = x_bar[:, None] if vec else x_bar
     rtol = 1e-3 if rtol is None else rtol
     bbar, grads = _inv_sqrt_backward(result, A, B2, xb2, rtol, maxiter, workspace)
@@ -323,11 +328,7 @@ def sqrt_matmul_vjp(result: CIQResult, A, B, x_bar, *, rtol=None, maxiter: int =
     outer product, then the inverse-square-root backward for ``zbar``.
     """
     A = _as_operator(A, B)
-    if tuple(x_bar.shape) != tuple(result.x.shape):
-        raise ShapeError(f"x_bar: expected shape {describe_shape(result.x.shape)}, got "
-                         f"{describe_shape(x_bar.shape)}")
-    vec = B.ndim == 1
-    B2 = B[:, None] if vec else B
+    vec, B2 = _vjp_inputs(result, B, x_bar)
     yb = x_bar[:, None] if vec else x_bar
     z = result.inv_sqrt_x[:, None] if vec else result.inv_sqrt_x
     zbar = A @ yb

@@ -6,12 +6,15 @@ received, e.g. ``"B: expected shape (500, k), got (499, 3)"``.
 
 from __future__ import annotations
 
+import operator
+
 __all__ = [
     "BackendError",
     "NotPSDError",
     "ConvergenceWarning",
     "ShapeError",
     "check_finite",
+    "check_int",
     "check_positive",
     "describe_shape",
 ]
@@ -51,6 +54,24 @@ def check_finite(xp, x, name: str) -> None:
         what = f"{n_nan} NaN value(s)" if n_nan else "infinite value(s)"
         raise ValueError(f"{name}: expected finite values, got {what} in an array of shape "
                          f"{describe_shape(x.shape)}")
+
+
+def check_int(value, name: str, *, minimum: int = 0, expected: str | None = None) -> int:
+    """Validate an integer argument ``>= minimum`` (bools rejected) and return it as ``int``.
+
+    ``expected`` words the requirement in the messages (default ``"an integer >= minimum"``).
+    Raises ``TypeError`` for a non-integer, ``ValueError`` for one below ``minimum``.
+    """
+    expected = f"an integer >= {minimum}" if expected is None else expected
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected {expected}, got {value!r}")
+    try:
+        result = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected {expected}, got {value!r}") from None
+    if result < minimum:
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+    return result
 
 
 def check_positive(value, name: str, *, allow_zero: bool = False) -> float:

@@ -7,13 +7,12 @@ target namespace once, through :func:`gpnum.backend.asarray`, already in the wor
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpnum.backend import asarray, default_dtype, get_namespace, namespace, namespace_by_name
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import ShapeError, check_int, describe_shape
 
 __all__ = ["Dataset", "TASKS", "LIKELIHOODS", "RANDOM_FRACTIONS", "random_split", "mask_split",
            "build_dataset"]
@@ -129,15 +128,7 @@ class Dataset:
 
 
 def _check_seed(seed) -> int:
-    if isinstance(seed, bool):
-        raise TypeError(f"seed: expected a non-negative integer, got {seed!r}")
-    try:
-        value = operator.index(seed)
-    except TypeError:
-        raise TypeError(f"seed: expected a non-negative integer, got {seed!r}") from None
-    if value < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return value
+    return check_int(seed, "seed", expected="a non-negative integer")
 
 
 def random_split(n: int, seed):

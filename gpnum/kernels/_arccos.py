@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-import operator
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import ShapeError, check_int, describe_shape
 from gpnum.kernels._base import Kernel
 
 __all__ = ["ArcCosine"]
@@ -51,14 +50,7 @@ class ArcCosine(Kernel):
 
     def __init__(self, depth=1, weight_variance=1.0, bias_variance=1.0, *, xp=None, dtype=None,
                  device=None):
-        if isinstance(depth, bool):
-            raise TypeError(f"depth: expected an integer >= 0, got {depth!r}")
-        try:
-            dep = operator.index(depth)
-        except TypeError:
-            raise TypeError(f"depth: expected an integer >= 0, got {depth!r}") from None
-        if dep < 0:
-            raise ValueError(f"depth: expected an integer >= 0, got {depth!r}")
+        dep = check_int(depth, "depth")
         self.depth = dep
         self._setup_namespace(xp, dtype, device, weight_variance, bias_variance)
         self.weight_variance = weight_variance

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import operator
 
 from gpnum.backend import get_namespace
+from gpnum.errors import check_int
 from gpnum.kernels._base import Kernel
 
 __all__ = ["Polynomial"]
@@ -44,14 +44,7 @@ class Polynomial(Kernel):
     _positive = ("variance", "offset")
 
     def __init__(self, degree=2, variance=1.0, offset=1.0, *, xp=None, dtype=None, device=None):
-        if isinstance(degree, bool):
-            raise TypeError(f"degree: expected a positive integer, got {degree!r}")
-        try:
-            deg = operator.index(degree)
-        except TypeError:
-            raise TypeError(f"degree: expected a positive integer, got {degree!r}") from None
-        if deg < 1:
-            raise ValueError(f"degree: expected a positive integer, got {degree!r}")
+        deg = check_int(degree, "degree", minimum=1, expected="a positive integer")
         self.degree = deg
         self._setup_namespace(xp, dtype, device, variance, offset)
         self.variance = variance

@@ -11,24 +11,15 @@ They hold no state, so a resumed run gets the same value from the same index. Ty
 
 from __future__ import annotations
 
-import operator
 
-from gpnum.errors import check_positive
+from gpnum.errors import check_int, check_positive
 
 __all__ = ["Constant", "StepDecay", "Warmup", "constant", "step_decay", "warmup"]
 
 
 def _index(t, name="t") -> int:
     """Validate an epoch/step index: a non-negative integer."""
-    if isinstance(t, bool):
-        raise TypeError(f"{name}: expected an integer >= 0, got {t!r}")
-    try:
-        t = operator.index(t)
-    except TypeError:
-        raise TypeError(f"{name}: expected an integer >= 0, got {t!r}") from None
-    if t < 0:
-        raise ValueError(f"{name}: expected an integer >= 0, got {t}")
-    return t
+    return check_int(t, name)
 
 
 class Constant:
