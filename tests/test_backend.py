@@ -295,3 +295,36 @@ def test_cholesky_vjp_on_every_backend(to_xp, tol):
     ref = B.cholesky_vjp(L, Lbar)
     got = B.to_numpy(B.cholesky_vjp(to_xp(L), to_xp(Lbar)))
     np.testing.assert_allclose(got, ref, rtol=1e3 * tol, atol=1e3 * tol)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [True, False])
+def test_triangular_matmul_reads_one_triangle(to_xp, tol, lower, trans):
+    rng = np.random.default_rng(8)
+    T = rng.standard_normal((7, 7))  # the other triangle holds garbage that must be ignored
+    Bm = rng.standard_normal((7, 3))
+    op = np.tril(T) if lower else np.triu(T)
+    ref = (op.T if trans else op) @ Bm
+    got = B.to_numpy(B.triangular_matmul(to_xp(T), to_xp(Bm), lower=lower, trans=trans))
+    np.testing.assert_allclose(got, ref, rtol=100 * tol, atol=100 * tol)
+
+
+def test_triangular_matmul_fortran_order_and_shape_error():
+    rng = np.random.default_rng(9)
+    T, Bm = rng.standard_normal((6, 6)), rng.standard_normal((6, 2))
+    got = B.triangular_matmul(np.asfortranarray(T), Bm, lower=True, trans=True)
+    np.testing.assert_allclose(got, np.tril(T).T @ Bm, rtol=1e-13)
+    with pytest.raises(ShapeError, match="B: expected shape"):
+        B.triangular_matmul(T, rng.standard_normal((5, 2)))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cholesky_vjp_inner_against_dense(to_xp, tol, order):
+    A = _spd(6, seed=10, cond=20.0)
+    L = np.array(np.linalg.cholesky(A), order=order)
+    M = np.random.default_rng(11).standard_normal((6, 6))  # upper triangle must be ignored
+    P = np.tril(M) - 0.5 * np.diag(np.diag(M))
+    Li = np.linalg.inv(L)
+    ref = 0.5 * Li.T @ (P + P.T) @ Li
+    got = B.to_numpy(B.cholesky_vjp_inner(to_xp(L), to_xp(M)))
+    np.testing.assert_allclose(got, ref, rtol=1e3 * tol, atol=1e3 * tol)

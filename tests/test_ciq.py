@@ -183,3 +183,53 @@ def test_warns_when_stopping_short():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         inv_sqrt_matmul(K, b, rtol=1e-3, maxiter=400)
+
+
+@pytest.mark.parametrize("cond", [1e4, 1e6])
+def test_deflated_inv_sqrt_matches_eigh(to_xp, xp, dtype, cond):
+    f32 = dtype == xp.float32
+    if f32 and cond > 1e4:
+        pytest.skip("float32 resolves condition numbers up to about 1e4")
+    m, k = 300, 16  # large enough for the automatic deflation
+    K = kernel_matrix("matern52", m, cond, seed=9)
+    Bm = np.random.default_rng(10).standard_normal((m, k))
+    rtol = 1e-3 if f32 else 1e-6
+    res = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400)
+    assert res.num_deflated > 0 and res.deflation_products == 5 * (m // 4)
+    assert res.info == 0
+    ref = eig_power(K, Bm, -0.5)
+    err = np.linalg.norm(B.to_numpy(res.x) - ref) / np.linalg.norm(ref)
+    assert err < 20 * rtol, err
+    plain = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400, deflate=0)
+    assert plain.num_deflated == 0 and res.num_iter < plain.num_iter
+
+
+def test_deflated_vjp_finite_differences():
+    rng = np.random.default_rng(11)
+    X = rng.uniform(0, 1, (40, 1))
+    Bm = rng.standard_normal((40, 2))
+    xbar = rng.standard_normal((40, 2))
+    opts = dict(num_quad=40, rtol=1e-12, maxiter=300, deflate=16)
+
+    def value(ls, Bm_):
+        op = _kernel_operator(RBF(lengthscale=ls, variance=1.1), X)
+        return float(np.sum(xbar * inv_sqrt_matmul(op, Bm_, **opts).x))
+
+    op = _kernel_operator(RBF(lengthscale=0.3, variance=1.1), X)
+    res = inv_sqrt_matmul(op, Bm, **opts)
+    assert res.num_deflated >= 3  # the split is exercised at this tolerance
+    bbar, g = inv_sqrt_matmul_vjp(res, op, Bm, xbar, rtol=1e-12, maxiter=300)
+    check_grad(lambda b: value(0.3, b), Bm, bbar, name="B")
+    check_grad(lambda ls: value(float(ls), Bm), np.array(0.3),
+               g["operator"]["kernel"]["lengthscale"], name="lengthscale")
+
+
+def test_deflate_argument_errors():
+    K = kernel_matrix("rbf", 20, 1e2)
+    b = np.ones((20, 2))
+    with pytest.raises(ValueError, match=r"deflate: expected an integer block size <= m / 2"):
+        inv_sqrt_matmul(K, b, deflate=11)
+    with pytest.raises(ValueError, match="deflate"):
+        inv_sqrt_matmul(K, b, deflate=-1)
+    with pytest.raises(TypeError, match="deflate"):
+        inv_sqrt_matmul(K, b, deflate=2.5)

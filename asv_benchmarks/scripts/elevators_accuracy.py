@@ -13,7 +13,7 @@ print(X.shape, ds.X_test.shape)
 t0 = time.time()
 Z = gpnum.inducing.kmeans(X, m, seed=0)
 print("kmeans", time.time() - t0)
-model = gpnum.SVGP(Matern52(lengthscale=np.ones(X.shape[1]), variance=1.0), Gaussian(variance=0.1), Z,
+model = gpnum.SVGP(Matern52(lengthscale=np.ones(X.shape[1]), variance=1.0), Gaussian(variance=0.693), Z,
                    num_data=X.shape[0], whitening=white)
 t0 = time.time()
 hist = gpnum.fit(model, X, y, epochs=epochs, batch_size=256, lr=0.01, gamma=0.1, X_val=ds.X_test, y_val=ds.y_test, progress=True)

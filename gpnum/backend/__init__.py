@@ -7,7 +7,15 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 """
 
 from gpnum.backend._convert import asarray, device_of, get_namespace, host_device, is_array, to_numpy
-from gpnum.backend._linalg import cho_solve, cholesky, cholesky_vjp, default_jitter, solve_triangular
+from gpnum.backend._linalg import (
+    cho_solve,
+    cholesky,
+    cholesky_vjp,
+    cholesky_vjp_inner,
+    default_jitter,
+    solve_triangular,
+    triangular_matmul,
+)
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
 from gpnum.backend._random import Generator, default_rng
 
@@ -19,6 +27,7 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "cholesky_vjp",
+    "cholesky_vjp_inner",
     "default_dtype",
     "default_jitter",
     "default_rng",
@@ -30,4 +39,5 @@ __all__ = [
     "namespace_by_name",
     "solve_triangular",
     "to_numpy",
+    "triangular_matmul",
 ]

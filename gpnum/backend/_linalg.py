@@ -13,7 +13,15 @@ import array_api_compat
 from gpnum.backend._convert import get_namespace
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
-__all__ = ["cholesky", "cholesky_vjp", "solve_triangular", "cho_solve", "default_jitter"]
+__all__ = [
+    "cholesky",
+    "cholesky_vjp",
+    "cholesky_vjp_inner",
+    "solve_triangular",
+    "triangular_matmul",
+    "cho_solve",
+    "default_jitter",
+]
 
 
 def default_jitter(dtype, xp) -> float:
@@ -181,12 +189,101 @@ def cholesky_vjp(L, L_bar):
     ``sum(L_bar * dL) = sum(A_bar * dA)`` for every symmetric ``dA`` (the convention of
     docs/gradients.md). Murray (2016), "Differentiation of the Cholesky decomposition":
     ``P = Phi(L^T L_bar)`` (lower triangle, diagonal halved), ``A_bar = sym(L^{-T} P L^{-1})``.
-    Costs O(n^3): two triangular solves with n right-hand sides.
+    Costs O(n^3): one triangular product and two triangular solves with n right-hand sides.
     """
     xp = get_namespace(L, L_bar)
-    P = xp.tril(L.T @ xp.tril(L_bar))
-    P = P - 0.5 * xp.tril(xp.triu(P))  # halve the diagonal
-    # L^{-T} P L^{-1} = L^{-T} (L^{-T} P^T)^T
-    S = solve_triangular(L, P, lower=True, trans=True)
-    S = solve_triangular(L, S.T, lower=True, trans=True)
-    return 0.5 * (S + S.T)
+    return cholesky_vjp_inner(L, triangular_matmul(L, xp.tril(L_bar), lower=True, trans=True))
+
+
+def cholesky_vjp_inner(L, M):
+    """Cholesky backward pass from ``M = L^T L_bar`` (n, n), without ``L_bar`` itself.
+
+    Returns ``A_bar = L^{-T} H L^{-1}`` with ``H = (Phi(M) + Phi(M)^T) / 2`` (``Phi``: lower
+    triangle with the diagonal halved), which is :func:`cholesky_vjp` after its first product.
+    Callers that know ``M`` in factored form skip that O(n^3) product: whitening
+    ``A = L^{-1} B`` has ``L^T L_bar = -A_bar A^T`` (design notes 4.1). Only the lower triangle
+    of ``M`` is read. The result is symmetric up to round-off.
+
+    Parameters
+    ----------
+    L : array (n, n)
+        Lower Cholesky factor.
+    M : array (n, n)
+
+    Returns
+    -------
+    A_bar : array (n, n)
+
+    Notes
+    -----
+    Two triangular solves with n right-hand sides (n^3 multiply-adds). On NumPy they run as
+    in-place BLAS ``trsm`` calls on one Fortran-ordered buffer, without the copies that
+    :func:`solve_triangular` makes for C-ordered right-hand sides.
+    """
+    xp = get_namespace(L, M)
+    _check_square(L, "L")
+    n = L.shape[0]
+    if M.shape != (n, n):
+        raise ShapeError(f"M: expected shape ({n}, {n}), got {describe_shape(M.shape)}")
+    if array_api_compat.is_numpy_namespace(xp):
+        import numpy as np
+        from scipy.linalg import blas
+
+        T = np.tril(M, -1)
+        H = T + T.T                                # symmetric, so H.T is a Fortran view of H
+        H.flat[:: n + 1] = np.diagonal(M)
+        trsm = blas.get_blas_funcs("trsm", (L, H))
+        if L.flags.f_contiguous:
+            a, lower, t1, t2 = L, 1, 1, 0          # L^{-T} . then . L^{-1}
+        else:
+            a, lower, t1, t2 = L.T, 0, 0, 1        # the same with U = L^T
+        X = trsm(0.5, a, H.T, side=0, lower=lower, trans_a=t1, overwrite_b=1)
+        X = trsm(1.0, a, X, side=1, lower=lower, trans_a=t2, overwrite_b=1)
+        return X.T if X.flags.f_contiguous else X
+    T = xp.tril(M, k=-1)
+    H = 0.5 * (T + T.T) + 0.5 * (xp.eye(n, dtype=M.dtype, device=array_api_compat.device(M))
+                                 * xp.linalg.diagonal(M)[None, :])
+    if array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        X = torch.linalg.solve_triangular(L.mT, H, upper=True)
+        return torch.linalg.solve_triangular(L, X, upper=False, left=False)
+    X = solve_triangular(L, H, lower=True, trans=True)             # L^{-T} H
+    return solve_triangular(L, X.T, lower=True, trans=True).T      # (L^{-T} H) L^{-1}, H = H^T
+
+
+def triangular_matmul(L, B, *, lower: bool = True, trans: bool = False):
+    """``op(L) @ B`` for triangular ``L``; only the triangle named by ``lower`` is read.
+
+    Parameters
+    ----------
+    L : array (n, n)
+    B : array (n, k)
+    lower : bool
+        Whether ``L`` is lower (default) or upper triangular.
+    trans : bool
+        Multiply by ``L.T`` instead of ``L``.
+
+    Returns
+    -------
+    X : array (n, k)
+
+    Notes
+    -----
+    On NumPy this is BLAS ``trmm`` (half the multiply-adds of a GEMM); elsewhere the triangle
+    is masked and multiplied with ``matmul``.
+    """
+    xp = get_namespace(L, B)
+    _check_square(L, "L")
+    if B.ndim != 2 or B.shape[0] != L.shape[0]:
+        raise ShapeError(f"B: expected shape ({L.shape[0]}, k), got {describe_shape(B.shape)}")
+    if array_api_compat.is_numpy_namespace(xp):
+        from scipy.linalg import blas
+
+        trmm = blas.get_blas_funcs("trmm", (L, B))
+        if L.flags.f_contiguous:
+            return trmm(1.0, L, B, lower=int(lower), trans_a=int(trans))
+        # L.T is a Fortran-ordered view of a C-ordered L: no copy of the (n, n) factor.
+        return trmm(1.0, L.T, B, lower=int(not lower), trans_a=int(not trans))
+    T = xp.tril(L) if lower else xp.triu(L)
+    return (T.T if trans else T) @ B

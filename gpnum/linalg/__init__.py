@@ -9,12 +9,14 @@ vocabulary (``rtol``, ``atol``, ``maxiter``, ``M``, ``x0``) and return result ob
 - :func:`msminres`: multi-shift MINRES, ``(A + s_j I) X_j = B`` for all shifts at once;
 - :func:`lanczos` and :func:`eigen_bounds`: tridiagonalisation and safe spectrum bounds;
 - :func:`slq_logdet` / :func:`slq_logdet_and_grad`: stochastic Lanczos quadrature;
-- :func:`pivoted_cholesky` and :func:`pivoted_cholesky_preconditioner` (Woodbury).
+- :func:`pivoted_cholesky` and :func:`pivoted_cholesky_preconditioner` (Woodbury);
+- :func:`top_eigenpairs`: leading eigenpairs by randomized subspace iteration (deflation).
 
 Every function accepts a plain array wherever an operator is expected (wrapped in
 :class:`Dense`).
 """
 
+from gpnum.linalg._deflation import top_eigenpairs
 from gpnum.linalg._kernel_matrix import KernelMatrix
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
@@ -49,4 +51,5 @@ __all__ = [
     "pivoted_cholesky_preconditioner",
     "slq_logdet",
     "slq_logdet_and_grad",
+    "top_eigenpairs",
 ]

@@ -21,7 +21,15 @@ O(m^3) operation.
 from __future__ import annotations
 
 from gpnum import backend as B
-from gpnum.backend import asarray, cholesky, device_of, get_namespace, solve_triangular
+from gpnum.backend import (
+    asarray,
+    cholesky,
+    cholesky_vjp_inner,
+    device_of,
+    get_namespace,
+    solve_triangular,
+    triangular_matmul,
+)
 from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
@@ -350,8 +358,10 @@ class SVGP(Parameterised):
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
-            L = cholesky(xp.astype(self._kzz(), high), jitter=max(self.jitter, 1e-12) * 10.0)
-            A = xp.astype(solve_triangular(L, xp.astype(Kzx, high), lower=True), self.dtype)
+            L = cholesky(xp.astype(self._kzz(), high, copy=False),
+                         jitter=max(self.jitter, 1e-12) * 10.0)
+            A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
+                          self.dtype, copy=False)
             return A, {"L": L, "Kzx": Kzx}
         # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
         # the spectrum (a plain dense matrix could not certify its smallest eigenvalue).
@@ -367,19 +377,15 @@ class SVGP(Parameterised):
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
-            # With dL = L Phi(L^{-1} dK L^{-T}) (Phi: lower triangle, halved diagonal) and
-            # A = L^{-1} K_ZX: <A_bar, dA> = <L^{-T} A_bar, dK_ZX>
-            #                                 - <L^{-T} Phi(A_bar A^T) L^{-1}, dK_ZZ>,
-            # which skips the m^3 product L^T L_bar of the generic Cholesky backward.
+            # A = L^{-1} K_ZX gives K_ZX_bar = L^{-T} A_bar and L_bar = -L^{-T} A_bar A^T, so
+            # L^T L_bar = -A_bar A^T is known in factored form: the Cholesky backward starts
+            # from it and skips its own m^3 product (two m^3 triangular solves remain).
             L = cache["L"]
-            Ab = xp.astype(A_bar, high)
+            Ab = xp.astype(A_bar, high, copy=False)
             Kzx_bar = solve_triangular(L, Ab, lower=True, trans=True)
-            M = Ab @ xp.astype(A, high).T
-            P = xp.tril(M) - 0.5 * xp.tril(xp.triu(M))
-            S = solve_triangular(L, P, lower=True, trans=True)          # L^{-T} P
-            S = solve_triangular(L, S.T, lower=True, trans=True).T      # (L^{-T} P) L^{-1}
-            Kzz_bar = -0.5 * (S + S.T)
-            return xp.astype(Kzz_bar, self.dtype), xp.astype(Kzx_bar, self.dtype)
+            Kzz_bar = cholesky_vjp_inner(L, (-Ab) @ xp.astype(A, high, copy=False).T)
+            return (xp.astype(Kzz_bar, self.dtype, copy=False),
+                    xp.astype(Kzx_bar, self.dtype, copy=False))
         rtol = self.ciq_options.get("rtol", 1e-3)
         maxiter = self.ciq_options.get("maxiter", 200)
         Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
@@ -398,7 +404,8 @@ class SVGP(Parameterised):
         base = (kdiag - xp.sum(A * A, axis=0))[:, None]
         if self._form == "cholesky":
             q_mu, q_sqrt = self._q()
-            RtA = xp.matmul(xp.permute_dims(q_sqrt, (0, 2, 1)), A[None, :, :])  # (L, m, b)
+            RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], A, trans=True)
+                            for l in range(self.num_latent)])  # (L, m, b)
             SA = None
             var = base + xp.sum(RtA * RtA, axis=1).T
         else:
@@ -524,21 +531,20 @@ class SVGP(Parameterised):
             q_mu, q_sqrt = self._q()
             RtA = c["RtA"]
             kl_total = None
-            gkl_m, gkl_L = [], []
+            gkl_m, g_sqrt = [], []
             for l in range(self.num_latent):
-                v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...])
+                # q is model state, not user input: the fit loop's finiteness check covers it.
+                v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
                 kl_total = v if kl_total is None else kl_total + v
                 gkl_m.append(gk["m"])
-                gkl_L.append(gk["L"])
-            # mu = c + A^T m'; var contains colsum((R^T A)^2).
+                # mu = c + A^T m'; var contains colsum((R^T A)^2).
+                AG = A * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
+                g_sqrt.append(xp.tril(AG @ RtA[l, ...].T) - gk["L"])
             grads_q_mu = (A @ g_mu).T - xp.stack(gkl_m)
-            AG = A.T[None, :, :] * g_var.T[:, :, None]  # (L, b, m) = (A diag(g_var_l))^T
-            grads_q_sqrt = xp.tril(2.0 * xp.matmul(xp.permute_dims(AG, (0, 2, 1)),
-                                                   xp.permute_dims(RtA, (0, 2, 1))))
-            grads_q_sqrt = grads_q_sqrt - xp.stack(gkl_L)
             grads["q_mu"] = grads_q_mu[0, ...] if self.num_latent == 1 else grads_q_mu
-            grads["q_sqrt"] = grads_q_sqrt[0, ...] if self.num_latent == 1 else grads_q_sqrt
-            SA = xp.matmul(q_sqrt, RtA)  # (L, m, b)
+            grads["q_sqrt"] = g_sqrt[0] if self.num_latent == 1 else xp.stack(g_sqrt)
+            SA = xp.stack([triangular_matmul(q_sqrt[l, ...], RtA[l, ...])
+                           for l in range(self.num_latent)])  # (L, m, b)
         else:
             # Natural form: q is updated by natural gradients, not by these gradients, and the
             # KL does not depend on the other parameters.
