@@ -221,7 +221,7 @@ _DEFLATE_POWER_ITERS = 3
 
 def _deflation_block(deflate, m, k):
     if deflate is None:  # automatic: only where the search costs little against the solves
-        return min(_DEFLATE_BLOCK, m // 4) if (m >= 256 and k >= 16) else 0
+        return min(_DEFLATE_BLOCK, m // 2) if (m >= 128 and k >= 16) else 0
     ell = check_int(deflate, "deflate", minimum=0)
     if ell > m // 2:
         raise ValueError(f"deflate: expected an integer block size <= m / 2 = {m // 2}, got {ell}")
@@ -252,10 +252,15 @@ def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
         return res.x, res
     theta, W = deflation
     Bw = W.T @ B2  # (r, k)
-    res = msminres(_Complement(A, W), B2 - W @ Bw, shifts, rtol=rtol, maxiter=maxiter,
-                   workspace=workspace)
+    # The tolerance stays relative to ||b||, not to the much smaller ||P b||: each column is
+    # scaled to unit norm and solved to an absolute rtol. (Relative to ||P b|| the complement
+    # solve would chase components that the undeflated solve never resolves either.)
+    norms = xp.sqrt(xp.sum(B2 * B2, axis=0))
+    scale = xp.where(norms > 0.0, norms, xp.ones_like(norms))
+    res = msminres(_Complement(A, W), (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
+                   maxiter=maxiter, workspace=workspace)
     D = Bw[None, :, :] / (theta[None, :, None] + shifts[:, None, None])  # (q, r, k)
-    return res.x + xp.matmul(W[None, :, :], D), res
+    return res.x * scale + xp.matmul(W[None, :, :], D), res
 
 
 def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
@@ -282,7 +287,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
     deflate : int or None
         Block size of the eigenpair search that deflates the solves (module notes); 0 turns
-        deflation off. Default None: ``min(256, m // 4)`` when ``m >= 256`` and ``k >= 16``
+        deflation off. Default None: ``min(256, m // 2)`` when ``m >= 128`` and ``k >= 16``
         (where the search costs a few msMINRES iterations' worth of products), else off. At
         most ``m // 2``.
 

@@ -195,7 +195,7 @@ def test_deflated_inv_sqrt_matches_eigh(to_xp, xp, dtype, cond):
     Bm = np.random.default_rng(10).standard_normal((m, k))
     rtol = 1e-3 if f32 else 1e-6
     res = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400)
-    assert res.num_deflated > 0 and res.deflation_products == 5 * (m // 4)
+    assert res.num_deflated > 0 and res.deflation_products == 5 * min(256, m // 2)
     assert res.info == 0
     ref = eig_power(K, Bm, -0.5)
     err = np.linalg.norm(B.to_numpy(res.x) - ref) / np.linalg.norm(ref)

@@ -301,3 +301,29 @@ def test_not_psd_kzz_names_jitter():
     model = gpnum.SVGP(Indefinite(), Gaussian(), Z, num_data=10)
     with pytest.raises(gpnum.NotPSDError, match="jitter"):
         model.elbo(X, y)
+
+
+def test_ciq_predictions_match_dense_symmetric_root():
+    # n > m takes the precomputed K_ZZ^{-1/2} path; with m >= 128 and 256 points the batch
+    # whitening solves are also deflated (automatic), so both accelerations are checked here.
+    rng = np.random.default_rng(12)
+    m, n, ls, kvar, jit = 140, 300, 0.3, 1.3, 1e-3
+    Z = rng.uniform(-1, 1, (m, 2))
+    Xs = rng.uniform(-1, 1, (n, 2))
+    q_mu = rng.standard_normal(m) * 0.5
+    q_sqrt = np.tril(rng.standard_normal((m, m)) * 0.05) + np.eye(m) * 0.7
+    model = gpnum.SVGP(Matern52(lengthscale=np.full(2, ls), variance=kvar), Gaussian(variance=0.1),
+                       Z, num_data=400, whitening="ciq", mean=0.2, jitter=jit,
+                       ciq_options={"num_quad": 30, "rtol": 1e-8, "maxiter": 400})
+    model.q_mu, model.q_sqrt = q_mu, q_sqrt
+    mu, var = model.predict_f(Xs)
+    Kzz = matern52(Z, Z, ls, kvar) + jit * np.eye(m)
+    w, V = np.linalg.eigh(Kzz)
+    A = (V / np.sqrt(w)) @ V.T @ matern52(Z, Xs, ls, kvar)
+    np.testing.assert_allclose(mu, 0.2 + A.T @ q_mu, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(var, kvar - (A * A).sum(0) + ((q_sqrt.T @ A) ** 2).sum(0),
+                               rtol=1e-6, atol=1e-6)
+    yb = rng.standard_normal(256)
+    ref = dense_elbo(Z, Xs[:256], yb, q_mu, q_sqrt, ls, kvar, 0.2, jit, 400,
+                     lambda y, mu_, v: gaussian_ve(y, mu_, v, 0.1), root="ciq")
+    np.testing.assert_allclose(float(model.elbo(Xs[:256], yb)), ref, rtol=1e-7)

@@ -394,12 +394,18 @@ class SVGP(Parameterised):
         return g["operator"]["A"], Kzx_bar
 
     # ------------------------------------------------------------------ forward pieces
-    def _marginals(self, X):
-        """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass."""
+    def _marginals(self, X, whitener=None):
+        """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass.
+
+        ``whitener`` (m, m), optional: a precomputed ``W^{-1}`` (prediction only; no backward).
+        """
         xp = self.xp
         Z = self.inducing_points
         Kzx = self.kernel(Z, X)
-        A, cache = self._whiten(Kzx)
+        if whitener is None:
+            A, cache = self._whiten(Kzx)
+        else:
+            A, cache = whitener @ Kzx, None
         kdiag = self.kernel.diag(X)
         base = (kdiag - xp.sum(A * A, axis=0))[:, None]
         if self._form == "cholesky":
@@ -582,9 +588,16 @@ class SVGP(Parameterised):
         mean, var : arrays (n,) (or (n, num_latent))
         """
         X = self._check_X(X)
+        whitener = None
+        if self.whitening == "ciq" and X.shape[0] > self.num_inducing:
+            # One CIQ on the identity gives K_ZZ^{-1/2} (m, m) for all chunks: m columns once
+            # instead of n columns, chunk by chunk (the training step never forms it).
+            m = self.num_inducing
+            eye = self.xp.eye(m, dtype=self.dtype, device=self._device)
+            whitener, _ = self._whiten(eye)
         mus, vs = [], []
         for start in range(0, X.shape[0], _PREDICT_CHUNK):
-            mu, var, _ = self._marginals(X[start:start + _PREDICT_CHUNK, :])
+            mu, var, _ = self._marginals(X[start:start + _PREDICT_CHUNK, :], whitener)
             mus.append(mu)
             vs.append(var)
         mu = self.xp.concat(mus, axis=0)
