@@ -230,6 +230,13 @@ def _deflation_block(deflate, m, k):
 
 def _find_deflation(A, m, k, deflate, rtol, dtype_eps):
     """(theta, W) of the accepted Ritz pairs and the number of product columns spent."""
+    if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
+        theta, W = deflate
+        if W.ndim != 2 or W.shape[0] != m or theta.shape != (W.shape[1],):
+            raise ShapeError(f"deflate: expected (theta (r,), W ({m}, r)) from an earlier "
+                             f"CIQResult.deflation, got shapes {describe_shape(theta.shape)} "
+                             f"and {describe_shape(W.shape)}")
+        return deflate, 0
     ell = _deflation_block(deflate, m, k)
     if ell == 0:
         return None, 0
@@ -285,11 +292,13 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         safety margin (lower bound halved, upper bound raised by 10%).
     workspace : gpnum.linalg.Workspace, optional
         Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
-    deflate : int or None
+    deflate : int, tuple or None
         Block size of the eigenpair search that deflates the solves (module notes); 0 turns
         deflation off. Default None: ``min(256, m // 2)`` when ``m >= 128`` and ``k >= 16``
         (where the search costs a few msMINRES iterations' worth of products), else off. At
-        most ``m // 2``.
+        most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
+        reuse its pairs (for example over the chunks of a prediction; pass its
+        ``eigen_bounds`` too).
 
     Returns
     -------

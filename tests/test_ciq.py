@@ -233,3 +233,17 @@ def test_deflate_argument_errors():
         inv_sqrt_matmul(K, b, deflate=-1)
     with pytest.raises(TypeError, match="deflate"):
         inv_sqrt_matmul(K, b, deflate=2.5)
+
+
+def test_deflation_reused_from_an_earlier_result():
+    K = kernel_matrix("matern52", 300, 1e4, seed=12)
+    rng = np.random.default_rng(13)
+    B1, B2m = rng.standard_normal((300, 16)), rng.standard_normal((300, 16))
+    first = inv_sqrt_matmul(K, B1, rtol=1e-6, maxiter=400)
+    again = inv_sqrt_matmul(K, B2m, rtol=1e-6, maxiter=400, deflate=first.deflation,
+                            eigen_bounds=first.eigen_bounds)
+    assert again.num_deflated == first.num_deflated > 0 and again.deflation_products == 0
+    ref = eig_power(K, B2m, -0.5)
+    assert np.linalg.norm(again.x - ref) / np.linalg.norm(ref) < 2e-5
+    with pytest.raises(ShapeError, match="deflate"):
+        inv_sqrt_matmul(K[:200, :200], B1[:200], deflate=first.deflation)

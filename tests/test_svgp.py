@@ -304,10 +304,10 @@ def test_not_psd_kzz_names_jitter():
 
 
 def test_ciq_predictions_match_dense_symmetric_root():
-    # n > m takes the precomputed K_ZZ^{-1/2} path; with m >= 128 and 256 points the batch
-    # whitening solves are also deflated (automatic), so both accelerations are checked here.
+    # m >= 128 and chunks of 256 or more columns: the whitening solves are deflated
+    # (automatically), and predictions run in CIQ-sized chunks.
     rng = np.random.default_rng(12)
-    m, n, ls, kvar, jit = 140, 300, 0.3, 1.3, 1e-3
+    m, n, ls, kvar, jit = 140, 700, 0.3, 1.3, 1e-3  # two prediction chunks
     Z = rng.uniform(-1, 1, (m, 2))
     Xs = rng.uniform(-1, 1, (n, 2))
     q_mu = rng.standard_normal(m) * 0.5

@@ -39,6 +39,7 @@ from gpnum.params import Parameterised
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
 _PREDICT_CHUNK = 4096
+_PREDICT_CHUNK_CIQ = 512
 
 
 def q_sqrt_to_precision(R):
@@ -353,8 +354,12 @@ class SVGP(Parameterised):
             K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
         return K
 
-    def _whiten(self, Kzx):
-        """A = W^{-1} K_ZX and what its backward pass needs."""
+    def _whiten(self, Kzx, reuse=None):
+        """A = W^{-1} K_ZX and what its backward pass needs.
+
+        ``reuse``: a CIQResult for the same K_ZZ whose deflation and eigenvalue bounds to reuse
+        (prediction chunks).
+        """
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
@@ -369,7 +374,12 @@ class SVGP(Parameterised):
         op = AddedDiag(Dense(self._kzz(with_jitter=False), symmetric=True),
                        Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
                                 m))
-        res = inv_sqrt_matmul(op, Kzx, workspace=self.ciq_workspace, **self.ciq_options)
+        opts = dict(self.ciq_options)
+        if reuse is not None:
+            opts["eigen_bounds"] = reuse.eigen_bounds
+            if reuse.deflation is not None:
+                opts["deflate"] = reuse.deflation
+        res = inv_sqrt_matmul(op, Kzx, workspace=self.ciq_workspace, **opts)
         return res.x, {"op": op, "res": res, "Kzx": Kzx}
 
     def _whiten_backward(self, A, cache, A_bar):
@@ -394,18 +404,12 @@ class SVGP(Parameterised):
         return g["operator"]["A"], Kzx_bar
 
     # ------------------------------------------------------------------ forward pieces
-    def _marginals(self, X, whitener=None):
-        """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass.
-
-        ``whitener`` (m, m), optional: a precomputed ``W^{-1}`` (prediction only; no backward).
-        """
+    def _marginals(self, X, reuse=None):
+        """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass."""
         xp = self.xp
         Z = self.inducing_points
         Kzx = self.kernel(Z, X)
-        if whitener is None:
-            A, cache = self._whiten(Kzx)
-        else:
-            A, cache = whitener @ Kzx, None
+        A, cache = self._whiten(Kzx, reuse)
         kdiag = self.kernel.diag(X)
         base = (kdiag - xp.sum(A * A, axis=0))[:, None]
         if self._form == "cholesky":
@@ -588,16 +592,14 @@ class SVGP(Parameterised):
         mean, var : arrays (n,) (or (n, num_latent))
         """
         X = self._check_X(X)
-        whitener = None
-        if self.whitening == "ciq" and X.shape[0] > self.num_inducing:
-            # One CIQ on the identity gives K_ZZ^{-1/2} (m, m) for all chunks: m columns once
-            # instead of n columns, chunk by chunk (the training step never forms it).
-            m = self.num_inducing
-            eye = self.xp.eye(m, dtype=self.dtype, device=self._device)
-            whitener, _ = self._whiten(eye)
+        # CIQ keeps q per-shift solves of each chunk ((q, m, chunk) values): smaller chunks.
+        chunk = _PREDICT_CHUNK if self.whitening == "cholesky" else _PREDICT_CHUNK_CIQ
         mus, vs = [], []
-        for start in range(0, X.shape[0], _PREDICT_CHUNK):
-            mu, var, _ = self._marginals(X[start:start + _PREDICT_CHUNK, :], whitener)
+        reuse = None  # K_ZZ is the same for every chunk: CIQ's spectrum work is done once
+        for start in range(0, X.shape[0], chunk):
+            mu, var, c = self._marginals(X[start:start + chunk, :], reuse)
+            if self.whitening == "ciq" and reuse is None:
+                reuse = c["whiten"]["res"]
             mus.append(mu)
             vs.append(var)
         mu = self.xp.concat(mus, axis=0)
