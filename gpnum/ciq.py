@@ -44,7 +44,7 @@ from gpnum.backend import asarray, default_rng, get_namespace, to_numpy
 from gpnum.errors import (ConvergenceWarning, NotPSDError, ShapeError, check_finite, check_int,
                           describe_shape)
 from gpnum.linalg import Dense, LinearOperator, eigen_bounds as lanczos_eigen_bounds, msminres
-from gpnum.linalg import top_eigenpairs
+from gpnum.linalg import default_block_size, top_eigenpairs
 
 __all__ = [
     "CIQResult",
@@ -212,16 +212,13 @@ class _Complement(LinearOperator):
         return Y - self.W @ (self.W.T @ Y)
 
 
-# Deflation defaults: block size and subspace iterations of the eigenpair search. 256 columns
-# with 3 iterations find 130 pairs of a Matern-5/2 K_ZZ to 1e-4 at m = 1000-2000 for less
-# than the cost of four msMINRES iterations with k = 256 (measured; docs/ciq.md).
-_DEFLATE_BLOCK = 256
+# Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
 _DEFLATE_POWER_ITERS = 3
 
 
 def _deflation_block(deflate, m, k):
     if deflate is None:  # automatic: only where the search costs little against the solves
-        return min(_DEFLATE_BLOCK, m // 2) if (m >= 128 and k >= 16) else 0
+        return default_block_size(m) if k >= 16 else 0
     ell = check_int(deflate, "deflate", minimum=0)
     if ell > m // 2:
         raise ValueError(f"deflate: expected an integer block size <= m / 2 = {m // 2}, got {ell}")

@@ -328,3 +328,5 @@ def test_cholesky_vjp_inner_against_dense(to_xp, tol, order):
     ref = 0.5 * Li.T @ (P + P.T) @ Li
     got = B.to_numpy(B.cholesky_vjp_inner(to_xp(L), to_xp(M)))
     np.testing.assert_allclose(got, ref, rtol=1e3 * tol, atol=1e3 * tol)
+    loose = B.to_numpy(B.cholesky_vjp_inner(to_xp(L), to_xp(M), symmetrize=False))
+    np.testing.assert_allclose(0.5 * (loose + loose.T), ref, rtol=1e3 * tol, atol=1e3 * tol)

@@ -134,3 +134,25 @@ def test_gradients_on_every_backend(name, xp, dtype, device, to_xp):
     for got, want in pairs:
         assert tuple(got.shape) == want.shape
         assert relative_error(_np(got), want) < rtol
+
+
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_gram_and_vjp_matches_reference_and_finite_differences(name):
+    d = 3
+    spec = kernel_specs(d)[name]
+    k = build(spec, dtype="float64")
+    X1, X2, G, Gs, _ = _problem(d, seed=4)
+    for x2, cot in ((X2, G), (None, Gs)):
+        K, vjp = k.gram_and_vjp(X1, x2)
+        np.testing.assert_allclose(_np(K), ref_gram(spec, X1, X1 if x2 is None else x2),
+                                   rtol=1e-12, atol=1e-14)
+        out = vjp(cot)
+        for pname, value in spec_params(spec).items():
+            check_grad(lambda v: np.sum(cot * ref_gram(spec_with(spec, {pname: v}), X1,
+                                                       X1 if x2 is None else x2)),
+                       value, _np(out["params"][pname]), name=f"{name} {pname}")
+        ref = k.gram_vjp(cot, X1, x2)  # same numbers as the separate backward pass
+        np.testing.assert_allclose(_np(out["X1"]), _np(ref["X1"]), rtol=1e-12, atol=1e-14)
+        assert (out["X2"] is None) == (x2 is None)
+    with pytest.raises(Exception, match="G"):
+        vjp(np.ones((2, 2)))

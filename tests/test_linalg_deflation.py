@@ -24,3 +24,27 @@ def test_top_eigenpairs_against_eigh(to_xp, xp, dtype):
                                rtol=1e-2, atol=50 * tol)
     with pytest.raises(ValueError, match="block_size"):
         top_eigenpairs(to_xp(K), 61)
+
+
+def test_spectral_preconditioner_speeds_up_pcg_without_changing_the_answer(to_xp, xp, dtype):
+    from gpnum.linalg import Dense, SpectralPreconditioner, pcg
+
+    rng = np.random.default_rng(22)
+    n = 120
+    U = rng.standard_normal((n, 40))
+    P = np.eye(n) + (U * np.exp(-np.arange(40) / 4.0) * 1e3) @ U.T / 40  # I + decaying terms
+    Bm = rng.standard_normal((n, 3))
+    ref = np.linalg.solve(P, Bm)
+    f32 = dtype == xp.float32
+    rtol = 1e-5 if f32 else 1e-10
+    op = Dense(to_xp(P), symmetric=True)
+    M = SpectralPreconditioner.from_operator(op, 30)
+    # M is symmetric positive definite: M P has eigenvalues near 1 on the leading directions
+    Md = B.to_numpy(M @ to_xp(np.eye(n)))
+    np.testing.assert_allclose(Md, Md.T, atol=1e-5 if f32 else 1e-12)
+    assert np.linalg.eigvalsh(0.5 * (Md + Md.T))[0] > 0
+    plain = pcg(op, to_xp(Bm), rtol=rtol, maxiter=2000)
+    pre = pcg(op, to_xp(Bm), rtol=rtol, maxiter=2000, M=M)
+    assert pre.info == 0 and pre.num_iter < plain.num_iter / 2
+    tol = 1e-3 if f32 else 1e-8
+    np.testing.assert_allclose(B.to_numpy(pre.x), ref, rtol=tol, atol=tol)

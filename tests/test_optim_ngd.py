@@ -71,12 +71,14 @@ def test_one_step_lands_on_optimum_and_titsias_bound(whitening):
 
 
 @pytest.mark.parametrize("lik", ["gaussian", "studentt"])
-def test_krylov_matches_dense(lik):
+@pytest.mark.parametrize("precondition", [0, 3])
+def test_krylov_matches_dense(lik, precondition):
     X, y, Z = data(2)
     make = (lambda: Gaussian(variance=0.1)) if lik == "gaussian" else \
         (lambda: StudentT(df=5.0, scale=0.3))
     dense = model_for(Z, 400, make(), "cholesky")
     krylov = model_for(Z, 400, make(), "cholesky")
+    krylov.krylov_options["precondition"] = precondition  # 0: plain CG (default below m = 128)
     random_q(dense, 3)
     random_q(krylov, 3)
     nd, nk = NaturalGradient(0.3, "dense"), NaturalGradient(0.3, "krylov")

@@ -195,7 +195,7 @@ def cholesky_vjp(L, L_bar):
     return cholesky_vjp_inner(L, triangular_matmul(L, xp.tril(L_bar), lower=True, trans=True))
 
 
-def cholesky_vjp_inner(L, M):
+def cholesky_vjp_inner(L, M, *, symmetrize: bool = True):
     """Cholesky backward pass from ``M = L^T L_bar`` (n, n), without ``L_bar`` itself.
 
     Returns ``A_bar = L^{-T} H L^{-1}`` with ``H = (Phi(M) + Phi(M)^T) / 2`` (``Phi``: lower
@@ -209,6 +209,10 @@ def cholesky_vjp_inner(L, M):
     L : array (n, n)
         Lower Cholesky factor.
     M : array (n, n)
+    symmetrize : bool
+        False may return ``L^{-T} Phi(M) L^{-1}`` instead (NumPy does), whose symmetric part
+        is ``A_bar``: enough wherever only ``<A_bar, dA>`` for symmetric ``dA`` matters (a
+        kernel's gram backward pass), and one (n, n) transposed sweep cheaper.
 
     Returns
     -------
@@ -229,15 +233,21 @@ def cholesky_vjp_inner(L, M):
         import numpy as np
         from scipy.linalg import blas
 
-        T = np.tril(M, -1)
-        H = T + T.T                                # symmetric, so H.T is a Fortran view of H
-        H.flat[:: n + 1] = np.diagonal(M)
+        if symmetrize:
+            T = np.tril(M, -1)
+            H = T + T.T                            # symmetric, so H.T is a Fortran view of H
+            H.flat[:: n + 1] = np.diagonal(M)
+            alpha = 0.5
+        else:
+            H = np.tril(M)                         # H.T (Fortran view) is Phi(M)^T: S^T below
+            H.flat[:: n + 1] *= 0.5
+            alpha = 1.0
         trsm = blas.get_blas_funcs("trsm", (L, H))
         if L.flags.f_contiguous:
             a, lower, t1, t2 = L, 1, 1, 0          # L^{-T} . then . L^{-1}
         else:
             a, lower, t1, t2 = L.T, 0, 0, 1        # the same with U = L^T
-        X = trsm(0.5, a, H.T, side=0, lower=lower, trans_a=t1, overwrite_b=1)
+        X = trsm(alpha, a, H.T, side=0, lower=lower, trans_a=t1, overwrite_b=1)
         X = trsm(1.0, a, X, side=1, lower=lower, trans_a=t2, overwrite_b=1)
         return X.T if X.flags.f_contiguous else X
     T = xp.tril(M, k=-1)

@@ -144,6 +144,30 @@ class Kernel(Parameterised):
         params, g1, g2 = self._gram_vjp(G, X1, X2)
         return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
 
+    def gram_and_vjp(self, X1, X2=None):
+        """The gram matrix and a function for its backward pass, sharing their work.
+
+        Returns ``(K, vjp)`` with ``K = gram(X1, X2)`` and ``vjp(G) == gram_vjp(G, X1, X2)``.
+        Kernels that can (the stationary ones) keep what the gradient needs from the forward
+        computation -- for RBF and Matern, the distances and ``dh/d(r^2)``: two (n1, n2) arrays
+        held by ``vjp`` -- instead of recomputing it. Nothing is cached on the kernel: drop
+        ``vjp`` to free them. ``vjp`` is valid for the parameter values at the time of the call
+        and may read ``K``: do not modify ``K`` in place before calling it.
+        """
+        X1, X2 = self._check_inputs(X1, X2)
+        n1, n2 = X1.shape[0], (X1.shape[0] if X2 is None else X2.shape[0])
+        K, inner = self._gram_and_vjp(X1, X2)
+
+        def vjp(G):
+            G = self._check_cotangent(G, (n1, n2), "G")
+            params, g1, g2 = inner(G)
+            return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
+
+        return K, vjp
+
+    def _gram_and_vjp(self, X1, X2):
+        return self._gram(X1, X2), lambda G: self._gram_vjp(G, X1, X2)
+
     def diag_vjp(self, g, X):
         """Gradient of ``sum(g * k.diag(X))``: ``{"params": {...}, "X": (n, d)}``."""
         X = self._check_input(X, "X")

@@ -78,6 +78,27 @@ class Stationary(Kernel):
         K *= self.variance
         return K
 
+    def _gram_and_vjp(self, X1, X2):
+        xp = get_namespace(X1)
+        ell, var = self.lengthscale, self.variance
+        A, B = self._scaled(X1, X2)
+        r2 = sqdist(A, B)
+        h, slope = self._profile_and_slope(r2)
+        h *= var
+        K = h  # what the backward needs is r2 and the slope; sum(G * h) = sum(G * K) / var
+
+        def inner(G):
+            g_var = xp.sum(G * K) / var
+            W = G * slope  # cotangent of r^2: G * variance * slope
+            W *= var
+            ard = ell.ndim == 1
+            gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
+            g_ell = -2.0 * S / ell if ard else (-2.0 / ell) * xp.sum(W * r2)
+            params = {"lengthscale": g_ell, "variance": g_var}
+            return params, gA / ell, (None if gB is None else gB / ell)
+
+        return K, inner
+
     def _diag(self, X):
         xp = get_namespace(X)
         return xp.zeros((X.shape[0],), dtype=X.dtype, device=device_of(X)) + self.variance

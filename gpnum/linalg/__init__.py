@@ -10,13 +10,14 @@ vocabulary (``rtol``, ``atol``, ``maxiter``, ``M``, ``x0``) and return result ob
 - :func:`lanczos` and :func:`eigen_bounds`: tridiagonalisation and safe spectrum bounds;
 - :func:`slq_logdet` / :func:`slq_logdet_and_grad`: stochastic Lanczos quadrature;
 - :func:`pivoted_cholesky` and :func:`pivoted_cholesky_preconditioner` (Woodbury);
-- :func:`top_eigenpairs`: leading eigenpairs by randomized subspace iteration (deflation).
+- :func:`top_eigenpairs`: leading eigenpairs by randomized subspace iteration (deflation), and
+  :class:`SpectralPreconditioner` built from them for PCG.
 
 Every function accepts a plain array wherever an operator is expected (wrapped in
 :class:`Dense`).
 """
 
-from gpnum.linalg._deflation import top_eigenpairs
+from gpnum.linalg._deflation import SpectralPreconditioner, default_block_size, top_eigenpairs
 from gpnum.linalg._kernel_matrix import KernelMatrix
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
@@ -38,11 +39,13 @@ __all__ = [
     "MultiShiftResult",
     "Scaled",
     "SolveResult",
+    "SpectralPreconditioner",
     "Sum",
     "Transposed",
     "WoodburyInverse",
     "Workspace",
     "aslinearoperator",
+    "default_block_size",
     "eigen_bounds",
     "lanczos",
     "msminres",

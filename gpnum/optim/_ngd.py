@@ -31,7 +31,6 @@ from __future__ import annotations
 import warnings
 
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.linalg import Dense, pcg
 from gpnum.variational._svgp import precision_to_q_sqrt, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
@@ -143,7 +142,7 @@ class NaturalGradient:
             for attempt in range(self.max_rejections + 1):
                 cand_P = (1.0 - g) * P_l + g * target_P
                 cand_t1 = (1.0 - g) * t1_l + g * target_t1
-                ok, out = self._accept(cand_P, cand_t1)
+                ok, out = self._accept(cand_P, cand_t1, model)
                 if ok:
                     break
                 self.num_rejected += 1
@@ -167,7 +166,7 @@ class NaturalGradient:
         self.num_steps += 1
         return used
 
-    def _accept(self, P, t1):
+    def _accept(self, P, t1, model):
         """Check that ``P`` is positive definite; return the new state in the method's form."""
         if self.method == "dense":
             try:
@@ -180,7 +179,7 @@ class NaturalGradient:
         with warnings.catch_warnings():
             # A breakdown here is the signal we look for, handled by rejecting the step.
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = pcg(Dense(P), t1[:, None], rtol=rtol, maxiter=None)
+            res = model._precision_solve(P, t1[:, None], rtol=rtol)
         if res.info < 0:
             return False, None
         return True, (t1, P)

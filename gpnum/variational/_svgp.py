@@ -33,7 +33,8 @@ from gpnum.backend import (
 from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import AddedDiag, Dense, Diagonal, Workspace, pcg, slq_logdet
+from gpnum.linalg import (AddedDiag, Dense, Diagonal, SpectralPreconditioner, Workspace,
+                          default_block_size, pcg, slq_logdet)
 from gpnum.params import Parameterised
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
@@ -146,18 +147,19 @@ class SVGP(Parameterised):
         # first touches of fresh memory cost more than the products on virtual machines).
         self.ciq_workspace = Workspace() if whitening == "ciq" else None
         unknown = set(self.ciq_options) - {"num_quad", "rtol", "maxiter", "eigen_bounds",
-                                           "num_lanczos"}
+                                           "num_lanczos", "deflate"}
         if unknown:
             raise ValueError(f"ciq_options: unknown key(s) {sorted(unknown)}; expected num_quad, "
-                             f"rtol, maxiter, eigen_bounds, num_lanczos")
+                             f"rtol, maxiter, eigen_bounds, num_lanczos, deflate")
         self.num_latent = int(num_latent if num_latent is not None
                               else getattr(likelihood, "num_latent", 1))
         m = Z.shape[0]
         xp, dt, dev = self.xp, self.dtype, self._device
         self.inducing_points = Z
         self.mean = 0.0 if mean is None else mean
-        self.krylov_options = {"rtol": 1e-8 if self.dtype == xp.float64 else 1e-5, "maxiter": None, "num_probes": 16,
-                               "num_lanczos": 30, "seed": 0}
+        self.krylov_options = {"rtol": 1e-8 if self.dtype == xp.float64 else 1e-5,
+                               "maxiter": None, "num_probes": 16, "num_lanczos": 30, "seed": 0,
+                               "precondition": default_block_size(m)}
         object.__setattr__(self, "_form", "cholesky")
         if self.num_latent == 1:
             self.q_mu = xp.zeros((m,), dtype=dt, device=dev)
@@ -328,15 +330,33 @@ class SVGP(Parameterised):
         object.__setattr__(self, "q_theta1", None)
         object.__setattr__(self, "q_precision", None)
 
+    def _precision_solve(self, P, rhs, rtol=None):
+        """PCG against the precision ``P`` (m, m), preconditioned by its leading eigenpairs.
+
+        ``krylov_options["precondition"]`` is the block size of that search (0: plain CG). The
+        precision is ``I`` plus data terms whose spectrum decays like the kernel's, so the
+        spectral preconditioner takes CG from hundreds of iterations to tens (docs/training).
+        """
+        opts = self.krylov_options
+        op = Dense(P, symmetric=True)
+        ell = int(opts.get("precondition", 0))
+        M = None
+        if ell > 0:
+            try:
+                M = SpectralPreconditioner.from_operator(op, ell)
+            except NotPSDError:
+                M = None  # an indefinite P: plain CG reports the breakdown below
+        return pcg(op, rhs, rtol=opts["rtol"] if rtol is None else rtol, maxiter=opts["maxiter"],
+                   M=M)
+
     def _natural_solves(self, A):
         """m' (L, m) and S'A (L, m, b) by PCG against each precision."""
         xp = self.xp
         th, P = self._q_natural()
-        opts = self.krylov_options
         ms, SAs = [], []
         for l in range(self.num_latent):
             rhs = xp.concat([th[l, ...][:, None], A], axis=1)
-            res = pcg(Dense(P[l, ...]), rhs, rtol=opts["rtol"], maxiter=opts["maxiter"])
+            res = self._precision_solve(P[l, ...], rhs)
             if res.info < 0:
                 raise NotPSDError(
                     f"q_precision of latent {l} is not positive definite (CG breakdown: "
@@ -346,32 +366,35 @@ class SVGP(Parameterised):
         return xp.stack(ms), xp.stack(SAs)
 
     # ------------------------------------------------------------------ whitening
-    def _kzz(self, with_jitter=True):
+    def _kzz(self, with_jitter=True, with_vjp=False):
+        """K_ZZ (+ jitter I), and with ``with_vjp`` the kernel's backward function too."""
         xp = self.xp
         Z = self.inducing_points
-        K = self.kernel(Z)
+        K, vjp = self.kernel.gram_and_vjp(Z) if with_vjp else (self.kernel(Z), None)
         if self.jitter and with_jitter:
             K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
-        return K
+        return (K, vjp) if with_vjp else K
 
-    def _whiten(self, Kzx, reuse=None):
+    def _whiten(self, Kzx, reuse=None, need_grad=False):
         """A = W^{-1} K_ZX and what its backward pass needs.
 
         ``reuse``: a CIQResult for the same K_ZZ whose deflation and eigenvalue bounds to reuse
-        (prediction chunks).
+        (prediction chunks). ``need_grad``: keep the kernel's backward function for K_ZZ.
         """
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
-            L = cholesky(xp.astype(self._kzz(), high, copy=False),
-                         jitter=max(self.jitter, 1e-12) * 10.0)
+            Kzz, kzz_vjp = self._kzz(with_vjp=True) if need_grad else (self._kzz(), None)
+            L = cholesky(xp.astype(Kzz, high, copy=False), jitter=max(self.jitter, 1e-12) * 10.0)
             A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
                           self.dtype, copy=False)
-            return A, {"L": L, "Kzx": Kzx}
+            return A, {"L": L, "Kzx": Kzx, "kzz_vjp": kzz_vjp}
         # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
         # the spectrum (a plain dense matrix could not certify its smallest eigenvalue).
         m = Kzx.shape[0]
-        op = AddedDiag(Dense(self._kzz(with_jitter=False), symmetric=True),
+        Kzz, kzz_vjp = (self._kzz(with_jitter=False, with_vjp=True) if need_grad
+                        else (self._kzz(with_jitter=False), None))
+        op = AddedDiag(Dense(Kzz, symmetric=True),
                        Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
                                 m))
         opts = dict(self.ciq_options)
@@ -380,7 +403,7 @@ class SVGP(Parameterised):
             if reuse.deflation is not None:
                 opts["deflate"] = reuse.deflation
         res = inv_sqrt_matmul(op, Kzx, workspace=self.ciq_workspace, **opts)
-        return res.x, {"op": op, "res": res, "Kzx": Kzx}
+        return res.x, {"op": op, "res": res, "Kzx": Kzx, "kzz_vjp": kzz_vjp}
 
     def _whiten_backward(self, A, cache, A_bar):
         """(K_ZZ_bar (m, m), K_ZX_bar (m, b)) from the cotangent of A."""
@@ -393,7 +416,9 @@ class SVGP(Parameterised):
             L = cache["L"]
             Ab = xp.astype(A_bar, high, copy=False)
             Kzx_bar = solve_triangular(L, Ab, lower=True, trans=True)
-            Kzz_bar = cholesky_vjp_inner(L, (-Ab) @ xp.astype(A, high, copy=False).T)
+            # Only the symmetric part of K_ZZ_bar reaches the (symmetric) gram's backward pass.
+            Kzz_bar = cholesky_vjp_inner(L, (-Ab) @ xp.astype(A, high, copy=False).T,
+                                         symmetrize=False)
             return (xp.astype(Kzz_bar, self.dtype, copy=False),
                     xp.astype(Kzx_bar, self.dtype, copy=False))
         rtol = self.ciq_options.get("rtol", 1e-3)
@@ -404,12 +429,12 @@ class SVGP(Parameterised):
         return g["operator"]["A"], Kzx_bar
 
     # ------------------------------------------------------------------ forward pieces
-    def _marginals(self, X, reuse=None):
+    def _marginals(self, X, reuse=None, need_grad=False):
         """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass."""
         xp = self.xp
         Z = self.inducing_points
-        Kzx = self.kernel(Z, X)
-        A, cache = self._whiten(Kzx, reuse)
+        Kzx, kzx_vjp = self.kernel.gram_and_vjp(Z, X) if need_grad else (self.kernel(Z, X), None)
+        A, cache = self._whiten(Kzx, reuse, need_grad)
         kdiag = self.kernel.diag(X)
         base = (kdiag - xp.sum(A * A, axis=0))[:, None]
         if self._form == "cholesky":
@@ -428,7 +453,8 @@ class SVGP(Parameterised):
         floor = 1e-12 if self.dtype == xp.float64 else 1e-6
         var_ok = var > floor
         var = xp.where(var_ok, var, floor)
-        return mu, var, {"var_ok": var_ok, "A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu, "whiten": cache}
+        return mu, var, {"var_ok": var_ok, "A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu,
+                         "whiten": cache, "kzx_vjp": kzx_vjp}
 
     def _squeeze(self, a):
         return a[:, 0] if self.num_latent == 1 else a
@@ -456,7 +482,7 @@ class SVGP(Parameterised):
         for l in range(self.num_latent):
             Zp = rng.rademacher((m, opts["num_probes"]), dtype=self.dtype)
             rhs = xp.concat([th[l, ...][:, None], Zp], axis=1)
-            sol = pcg(Dense(P[l, ...]), rhs, rtol=opts["rtol"], maxiter=opts["maxiter"]).x
+            sol = self._precision_solve(P[l, ...], rhs).x
             mean = sol[:, 0]
             trace = xp.sum(Zp * sol[:, 1:]) / opts["num_probes"]
             logdet_prec = slq_logdet(Dense(P[l, ...]), num_probes=opts["num_probes"],
@@ -506,7 +532,7 @@ class SVGP(Parameterised):
         X = self._check_X(X)
         y = self._check_y(y, X.shape[0])
         self._check_batch(X.shape[0])
-        mu, var, cache = self._marginals(X)
+        mu, var, cache = self._marginals(X, need_grad=True)
         ve, g = self.likelihood.variational_expectations_and_grad(
             y, self._squeeze(mu), self._squeeze(var))
         scale = self.num_data / X.shape[0]
@@ -565,9 +591,8 @@ class SVGP(Parameterised):
                                                       axis=0)
         g_kdiag = xp.sum(g_var, axis=1)
         Kzz_bar, Kzx_bar = self._whiten_backward(A, d["cache"]["whiten"], A_bar)
-        Z = self.inducing_points
-        gzz = self.kernel.gram_vjp(Kzz_bar, Z)
-        gzx = self.kernel.gram_vjp(Kzx_bar, Z, X)
+        gzz = c["whiten"]["kzz_vjp"](Kzz_bar)
+        gzx = c["kzx_vjp"](Kzx_bar)
         gdiag = self.kernel.diag_vjp(g_kdiag, X)
         for name in self.kernel.parameters():
             grads[f"kernel.{name}"] = (gzz["params"][name] + gzx["params"][name]
