@@ -80,7 +80,7 @@ class Stationary(Kernel):
 
     def _gram_and_vjp(self, X1, X2):
         xp = get_namespace(X1)
-        ell, var = self.lengthscale, self.variance
+        var = self.variance
         A, B = self._scaled(X1, X2)
         r2 = sqdist(A, B)
         h, slope = self._profile_and_slope(r2)
@@ -88,14 +88,9 @@ class Stationary(Kernel):
         K = h  # what the backward needs is r2 and the slope; sum(G * h) = sum(G * K) / var
 
         def inner(G):
-            g_var = xp.sum(G * K) / var
-            W = G * slope  # cotangent of r^2: G * variance * slope
+            W = G * slope
             W *= var
-            ard = ell.ndim == 1
-            gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
-            g_ell = -2.0 * S / ell if ard else (-2.0 / ell) * xp.sum(W * r2)
-            params = {"lengthscale": g_ell, "variance": g_var}
-            return params, gA / ell, (None if gB is None else gB / ell)
+            return self._grads_from_r2_cotangent(W, A, B, r2, xp.sum(G * K) / var)
 
         return K, inner
 
@@ -105,7 +100,6 @@ class Stationary(Kernel):
 
     def _gram_vjp(self, G, X1, X2):
         xp = get_namespace(X1)
-        ell = self.lengthscale
         A, B = self._scaled(X1, X2)
         r2 = sqdist(A, B)
         h, slope = self._profile_and_slope(r2)
@@ -113,6 +107,12 @@ class Stationary(Kernel):
         W = slope  # cotangent of r^2, G * variance * slope, formed in the slope's buffer
         W *= self.variance
         W *= G
+        return self._grads_from_r2_cotangent(W, A, B, r2, g_var)
+
+    def _grads_from_r2_cotangent(self, W, A, B, r2, g_var):
+        """Parameter and input gradients given the cotangent ``W`` of the scaled ``r^2``."""
+        xp = get_namespace(W)
+        ell = self.lengthscale
         ard = ell.ndim == 1
         gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
         # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
