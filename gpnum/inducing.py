@@ -12,11 +12,10 @@ See ``docs/inducing.md``.
 
 from __future__ import annotations
 
-import operator
 import warnings
 
 from gpnum.backend import default_rng, device_of, get_namespace, is_array
-from gpnum.errors import ShapeError, check_finite, check_positive, describe_shape
+from gpnum.errors import ShapeError, check_finite, check_int, check_positive, describe_shape
 
 __all__ = ["kmeans", "greedy_variance"]
 
@@ -46,14 +45,7 @@ def _check_points(X, name="X"):
 
 
 def _check_count(value, name, *, low, high=None, high_what=None):
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an integer, got {value!r}") from None
-    if value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value}")
+    value = check_int(value, name, minimum=low)
     if high is not None and value > high:
         raise ValueError(f"{name}: expected at most {high_what}, got {value}")
     return value

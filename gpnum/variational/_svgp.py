@@ -335,7 +335,7 @@ class SVGP(Parameterised):
 
         ``krylov_options["precondition"]`` is the block size of that search (0: plain CG). The
         precision is ``I`` plus data terms whose spectrum decays like the kernel's, so the
-        spectral preconditioner takes CG from hundreds of iterations to tens (docs/training).
+        spectral preconditioner takes CG from hundreds of iterations to tens.
         """
         opts = self.krylov_options
         op = Dense(P, symmetric=True)
@@ -367,13 +367,13 @@ class SVGP(Parameterised):
 
     # ------------------------------------------------------------------ whitening
     def _kzz(self, with_jitter=True, with_vjp=False):
-        """K_ZZ (+ jitter I), and with ``with_vjp`` the kernel's backward function too."""
+        """(K_ZZ (+ jitter I), the kernel's backward function or None unless ``with_vjp``)."""
         xp = self.xp
         Z = self.inducing_points
         K, vjp = self.kernel.gram_and_vjp(Z) if with_vjp else (self.kernel(Z), None)
         if self.jitter and with_jitter:
             K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
-        return (K, vjp) if with_vjp else K
+        return K, vjp
 
     def _whiten(self, Kzx, reuse=None, need_grad=False):
         """A = W^{-1} K_ZX and what its backward pass needs.
@@ -384,7 +384,7 @@ class SVGP(Parameterised):
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
-            Kzz, kzz_vjp = self._kzz(with_vjp=True) if need_grad else (self._kzz(), None)
+            Kzz, kzz_vjp = self._kzz(with_vjp=need_grad)
             L = cholesky(xp.astype(Kzz, high, copy=False), jitter=max(self.jitter, 1e-12) * 10.0)
             A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
                           self.dtype, copy=False)
@@ -392,8 +392,7 @@ class SVGP(Parameterised):
         # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
         # the spectrum (a plain dense matrix could not certify its smallest eigenvalue).
         m = Kzx.shape[0]
-        Kzz, kzz_vjp = (self._kzz(with_jitter=False, with_vjp=True) if need_grad
-                        else (self._kzz(with_jitter=False), None))
+        Kzz, kzz_vjp = self._kzz(with_jitter=False, with_vjp=need_grad)
         op = AddedDiag(Dense(Kzz, symmetric=True),
                        Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
                                 m))
