@@ -330,3 +330,48 @@ def test_cholesky_vjp_inner_against_dense(to_xp, tol, order):
     np.testing.assert_allclose(got, ref, rtol=1e3 * tol, atol=1e3 * tol)
     loose = B.to_numpy(B.cholesky_vjp_inner(to_xp(L), to_xp(M), symmetrize=False))
     np.testing.assert_allclose(0.5 * (loose + loose.T), ref, rtol=1e3 * tol, atol=1e3 * tol)
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 3), (300, 40, 200), (200, 40, 300), (513, 17, 513)])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_matmul_and_lower_matmul_against_numpy(to_xp, tol, shape, layout):
+    # (300, 40, 200) and larger pass the size threshold of the SciPy GEMM route on NumPy; the
+    # layouts cover both BLAS transpose flags and the copy of a non-contiguous input.
+    n1, k, n2 = shape
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((n1, 2 * k)), rng.standard_normal((k, n2))
+    if layout == "strided":
+        a = a[:, ::2]
+    else:
+        a = np.array(a[:, :k], order=layout)
+        b = np.array(b, order=layout)
+    ref = a @ b
+    scale = np.abs(ref).max()
+    got = B.to_numpy(B.matmul(to_xp(a), to_xp(b)))
+    assert got.shape == (n1, n2)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=50 * tol * scale)
+    low = B.to_numpy(B.lower_matmul(to_xp(a), to_xp(b)))
+    np.testing.assert_allclose(low, np.tril(ref), rtol=0, atol=50 * tol * scale)
+    assert np.all(low[np.triu_indices(n1, 1, n2)] == 0.0)
+
+
+def test_matmul_keeps_dtype_and_small_products():
+    rng = np.random.default_rng(13)
+    a32 = rng.standard_normal((400, 300)).astype(np.float32)
+    assert B.matmul(a32, a32.T).dtype == np.float32
+    ai = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(B.matmul(ai, ai.T), ai @ ai.T)  # integers stay with ``@``
+
+
+@pytest.mark.parametrize("n", [6, 700])
+def test_cholesky_vjp_inner_overwrite_m(n):
+    # overwrite_m=True may reuse M's buffer (n = 700 spans several in-place row blocks); the
+    # result must be the one the copying path gives, from M's lower triangle only.
+    A = _spd(n, seed=14, cond=20.0)
+    L = np.linalg.cholesky(A)
+    M = np.random.default_rng(15).standard_normal((n, n))
+    P = np.tril(M) - 0.5 * np.diag(np.diag(M))
+    Li = np.linalg.inv(L)
+    ref = Li.T @ P @ Li
+    got = B.cholesky_vjp_inner(L, M.copy(), symmetrize=False, overwrite_m=True)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())

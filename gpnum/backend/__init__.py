@@ -13,6 +13,8 @@ from gpnum.backend._linalg import (
     cholesky_vjp,
     cholesky_vjp_inner,
     default_jitter,
+    lower_matmul,
+    matmul,
     solve_triangular,
     triangular_matmul,
 )
@@ -35,6 +37,8 @@ __all__ = [
     "get_namespace",
     "host_device",
     "is_array",
+    "lower_matmul",
+    "matmul",
     "namespace",
     "namespace_by_name",
     "solve_triangular",

@@ -14,6 +14,8 @@ from gpnum.backend._convert import get_namespace
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
 __all__ = [
+    "matmul",
+    "lower_matmul",
     "cholesky",
     "cholesky_vjp",
     "cholesky_vjp_inner",
@@ -33,6 +35,89 @@ def _check_square(A, name="A"):
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ShapeError(f"{name}: expected a square matrix of shape (n, n), got "
                          f"{describe_shape(A.shape)}")
+
+
+#: Below this many multiply-adds a product stays with NumPy's ``@`` (BLAS threading does not
+#: start there, so the pools below cannot collide).
+_SCIPY_GEMM_MIN_FLOPS = 1 << 22
+
+
+def matmul(a, b):
+    """``a @ b`` for 2-D arrays; on NumPy, large products go through SciPy's BLAS.
+
+    NumPy and SciPy wheels each bundle their own OpenBLAS, each with its own thread pool, and an
+    OpenBLAS pool keeps its workers spinning for a while after every call. A NumPy GEMM followed
+    by a SciPy Cholesky or triangular solve therefore runs three busy threads on two cores, and
+    the LAPACK call slows down about 2x (measured on this project's 2-core machine: Cholesky of
+    a 1000 x 1000 matrix 5.7 ms alone, 10 ms within 0.1 s of a NumPy GEMM). Code that mixes the
+    two, as the Cholesky-whitened SVGP step does, uses this function for its big products so that
+    one pool does all level-3 work. Other namespaces, integer dtypes and small products: ``@``.
+
+    Parameters
+    ----------
+    a : array (n1, k)
+    b : array (k, n2)
+
+    Returns
+    -------
+    c : array (n1, n2), C-ordered on NumPy.
+    """
+    xp = get_namespace(a, b)
+    if (not array_api_compat.is_numpy_namespace(xp) or a.ndim != 2 or b.ndim != 2
+            or a.dtype != b.dtype or a.shape[1] != b.shape[0]
+            or a.shape[0] * a.shape[1] * b.shape[1] < _SCIPY_GEMM_MIN_FLOPS
+            or a.dtype not in (xp.float32, xp.float64)):
+        return a @ b
+    from scipy.linalg import blas
+
+    gemm = blas.get_blas_funcs("gemm", (a, b))
+
+    # C^T = b^T a^T is formed in Fortran order, which is C in C order: no copy of the output,
+    # and none of an input that is C- or Fortran-contiguous (BLAS reads either via its flag).
+    def fortran(x):  # (array holding x^T in Fortran order, whether BLAS must transpose it)
+        return (x.T, 0) if x.flags.c_contiguous else (x, 1)
+
+    bt, tb = fortran(b)
+    at, ta = fortran(a)
+    return gemm(1.0, bt, at, trans_a=tb, trans_b=ta).T
+
+
+def lower_matmul(a, b):
+    """The lower triangle of ``a @ b`` (diagonal included), zeros above it.
+
+    For a gradient that only its lower triangle matters for (a Cholesky factor's cotangent,
+    the input of :func:`cholesky_vjp_inner`). On NumPy the product runs in row blocks that
+    stop at the diagonal, about 0.56x the multiply-adds of the full product; elsewhere it is
+    ``tril(a @ b)``.
+
+    Parameters
+    ----------
+    a : array (n1, k)
+    b : array (k, n2)
+
+    Returns
+    -------
+    c : array (n1, n2)
+    """
+    xp = get_namespace(a, b)
+    n1, n2 = a.shape[0], b.shape[1]
+    blocks = min(6, n1 // 128)
+    if not array_api_compat.is_numpy_namespace(xp) or blocks < 2:
+        return xp.tril(matmul(a, b))
+    import numpy as np
+
+    # Row blocks up to the diagonal (more blocks would save more products but copy more).
+    c = np.empty((n1, n2), dtype=np.result_type(a.dtype, b.dtype))
+    edges = [round(i * n1 / blocks) for i in range(blocks + 1)]
+    for r0, r1 in zip(edges[:-1], edges[1:]):
+        c1 = min(r1, n2)
+        if c1 > 0:
+            c[r0:r1, :c1] = matmul(a[r0:r1, :], b[:, :c1])
+        c[r0:r1, c1:] = 0
+        if r0 < n2:  # the block that straddles the diagonal: clear what lies above it
+            blk = c[r0:r1, r0:c1]
+            blk *= np.tri(r1 - r0, c1 - r0, dtype=c.dtype)
+    return c
 
 
 def _raw_cholesky(xp, A):
@@ -195,7 +280,20 @@ def cholesky_vjp(L, L_bar):
     return cholesky_vjp_inner(L, triangular_matmul(L, xp.tril(L_bar), lower=True, trans=True))
 
 
-def cholesky_vjp_inner(L, M, *, symmetrize: bool = True):
+def _clear_strict_upper(H, block=256):
+    """Zero the strict upper triangle of the NumPy matrix ``H`` in place, in row blocks."""
+    import numpy as np
+
+    n1, n2 = H.shape
+    for r0 in range(0, n1, block):
+        r1 = min(r0 + block, n1)
+        H[r0:r1, r1:] = 0
+        if r0 < n2:
+            blk = H[r0:r1, r0:min(r1, n2)]
+            blk *= np.tri(r1 - r0, blk.shape[1], dtype=H.dtype)
+
+
+def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = False):
     """Cholesky backward pass from ``M = L^T L_bar`` (n, n), without ``L_bar`` itself.
 
     Returns ``A_bar = L^{-T} H L^{-1}`` with ``H = (Phi(M) + Phi(M)^T) / 2`` (``Phi``: lower
@@ -213,6 +311,10 @@ def cholesky_vjp_inner(L, M, *, symmetrize: bool = True):
         False may return ``L^{-T} Phi(M) L^{-1}`` instead (NumPy does), whose symmetric part
         is ``A_bar``: enough wherever only ``<A_bar, dA>`` for symmetric ``dA`` matters (a
         kernel's gram backward pass), and one (n, n) transposed sweep cheaper.
+    overwrite_m : bool
+        Allow the function to use ``M``'s memory for the result (NumPy, with
+        ``symmetrize=False`` and a C-ordered ``M``): no (n, n) allocation. ``M`` then holds
+        garbage.
 
     Returns
     -------
@@ -239,7 +341,11 @@ def cholesky_vjp_inner(L, M, *, symmetrize: bool = True):
             H.flat[:: n + 1] = np.diagonal(M)
             alpha = 0.5
         else:
-            H = np.tril(M)                         # H.T (Fortran view) is Phi(M)^T: S^T below
+            if overwrite_m and M.flags.c_contiguous and M.dtype == L.dtype:
+                H = M
+                _clear_strict_upper(H)
+            else:
+                H = np.tril(M)                     # H.T (Fortran view) is Phi(M)^T: S^T below
             H.flat[:: n + 1] *= 0.5
             alpha = 1.0
         trsm = blas.get_blas_funcs("trsm", (L, H))

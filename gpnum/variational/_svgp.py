@@ -27,6 +27,7 @@ from gpnum.backend import (
     cholesky_vjp_inner,
     device_of,
     get_namespace,
+    lower_matmul,
     solve_triangular,
     triangular_matmul,
 )
@@ -416,8 +417,10 @@ class SVGP(Parameterised):
             Ab = xp.astype(A_bar, high, copy=False)
             Kzx_bar = solve_triangular(L, Ab, lower=True, trans=True)
             # Only the symmetric part of K_ZZ_bar reaches the (symmetric) gram's backward pass.
-            Kzz_bar = cholesky_vjp_inner(L, (-Ab) @ xp.astype(A, high, copy=False).T,
-                                         symmetrize=False)
+            # Only the lower triangle of -A_bar A^T is read (lower_matmul: on SciPy's BLAS
+            # pool, like the solves around it; see B.matmul).
+            M = lower_matmul(-Ab, xp.astype(A, high, copy=False).T)
+            Kzz_bar = cholesky_vjp_inner(L, M, symmetrize=False, overwrite_m=True)
             return (xp.astype(Kzz_bar, self.dtype, copy=False),
                     xp.astype(Kzx_bar, self.dtype, copy=False))
         rtol = self.ciq_options.get("rtol", 1e-3)
@@ -574,7 +577,7 @@ class SVGP(Parameterised):
                 gkl_m.append(gk["m"])
                 # mu = c + A^T m'; var contains colsum((R^T A)^2).
                 AG = A * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
-                g_sqrt.append(xp.tril(AG @ RtA[l, ...].T) - gk["L"])
+                g_sqrt.append(lower_matmul(AG, RtA[l, ...].T) - gk["L"])
             grads_q_mu = (A @ g_mu).T - xp.stack(gkl_m)
             grads["q_mu"] = grads_q_mu[0, ...] if self.num_latent == 1 else grads_q_mu
             grads["q_sqrt"] = g_sqrt[0] if self.num_latent == 1 else xp.stack(g_sqrt)
