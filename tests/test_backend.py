@@ -363,15 +363,24 @@ def test_matmul_keeps_dtype_and_small_products():
     np.testing.assert_array_equal(B.matmul(ai, ai.T), ai @ ai.T)  # integers stay with ``@``
 
 
-@pytest.mark.parametrize("n", [6, 700])
-def test_cholesky_vjp_inner_overwrite_m(n):
-    # overwrite_m=True may reuse M's buffer (n = 700 spans several in-place row blocks); the
-    # result must be the one the copying path gives, from M's lower triangle only.
+@pytest.mark.parametrize("n", [6, 300, 450])
+@pytest.mark.parametrize("symmetrize", [True, False])
+def test_cholesky_vjp_inner_paths_against_inverse(n, symmetrize):
+    # n = 300: the in-place trsm path over two row blocks (overwrite_m); n = 450: LAPACK sygst
+    # on the index-reversed problem (NumPy, n >= 400). Only M's lower triangle may be read.
     A = _spd(n, seed=14, cond=20.0)
     L = np.linalg.cholesky(A)
     M = np.random.default_rng(15).standard_normal((n, n))
     P = np.tril(M) - 0.5 * np.diag(np.diag(M))
     Li = np.linalg.inv(L)
-    ref = Li.T @ P @ Li
-    got = B.cholesky_vjp_inner(L, M.copy(), symmetrize=False, overwrite_m=True)
-    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    ref = 0.5 * Li.T @ (P + P.T) @ Li
+    for overwrite in (False, True):
+        Mc = M.copy()
+        got = B.cholesky_vjp_inner(L, Mc, symmetrize=symmetrize, overwrite_m=overwrite)
+        if not overwrite:
+            np.testing.assert_array_equal(Mc, M)
+        if symmetrize:  # symmetric up to round-off
+            np.testing.assert_allclose(got, got.T, rtol=0, atol=1e-13 * np.abs(ref).max())
+        else:
+            got = 0.5 * (got + got.T)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())

@@ -293,6 +293,42 @@ def _clear_strict_upper(H, block=256):
             blk *= np.tri(r1 - r0, blk.shape[1], dtype=H.dtype)
 
 
+#: From this size on, cholesky_vjp_inner uses LAPACK sygst on NumPy (against two trsm, on 2
+#: cores: 1.2x the time at n = 256, 0.77x at 512, 0.72x at 1000, 0.70x at 2000).
+_SYGST_MIN_N = 400
+
+
+def _cholesky_vjp_inner_sygst(L, M, symmetrize):
+    """:func:`cholesky_vjp_inner` on NumPy through LAPACK ``sygst`` (see its Notes).
+
+    With ``H2 = Phi(M) + Phi(M)^T`` (the symmetric matrix with M's lower triangle) and the
+    reversal J: ``L^{-T} H2 L^{-1} = J Y J``, ``Y = C^{-1} (J H2 J) C^{-T}``, ``C = J L^T J``
+    lower triangular. sygst reads the lower triangle of ``J H2 J``, which is that of
+    ``J M^T J``, and writes the lower triangle of Y.
+    """
+    import numpy as np
+    from scipy.linalg import lapack
+
+    n = L.shape[0]
+    sygst = lapack.get_lapack_funcs("sygst", (L,))
+    # Fortran arrays: (J M^T J) in Fortran order is J M J = flip(M) in C order; likewise C.
+    S = np.flip(M).copy(order="C").T
+    C = np.flip(L).copy(order="C").T
+    Y, info = sygst(S, C, itype=1, lower=1, overwrite_a=1)
+    if info != 0:
+        raise ValueError(f"cholesky_vjp_inner: LAPACK sygst failed (info={info})")
+    # The answer is J (Y_low + Y_low^T) J / 2 with Y_low = tril(Y), diagonal halved. Flip back
+    # to C order: J Y^T J = flip(Y.T), whose lower triangle holds Y_low's entries.
+    T = np.flip(Y.T).copy(order="C")
+    _clear_strict_upper(T)
+    T.flat[:: n + 1] *= 0.5
+    if not symmetrize:
+        return T  # symmetric part: (T + T^T) / 2, the answer
+    X = T + T.T
+    X *= 0.5
+    return X
+
+
 def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = False):
     """Cholesky backward pass from ``M = L^T L_bar`` (n, n), without ``L_bar`` itself.
 
@@ -322,15 +358,21 @@ def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = Fal
 
     Notes
     -----
-    Two triangular solves with n right-hand sides (n^3 multiply-adds). On NumPy they run as
-    in-place BLAS ``trsm`` calls on one Fortran-ordered buffer, without the copies that
-    :func:`solve_triangular` makes for C-ordered right-hand sides.
+    Two triangular solves with n right-hand sides (n^3 multiply-adds). On NumPy, from
+    n = 400 up, LAPACK's two-sided ``sygst`` does them in about half the work, as it exploits
+    the symmetry of ``H``: it computes ``inv(C) S inv(C)^T`` for a lower ``C``, so it runs on
+    the index-reversed problem (``J L^T J`` is lower triangular for the reversal ``J``), at the
+    price of two reversed (n, n) copies. Below that, in-place BLAS ``trsm`` calls on one
+    Fortran-ordered buffer.
     """
     xp = get_namespace(L, M)
     _check_square(L, "L")
     n = L.shape[0]
     if M.shape != (n, n):
         raise ShapeError(f"M: expected shape ({n}, {n}), got {describe_shape(M.shape)}")
+    if (array_api_compat.is_numpy_namespace(xp) and n >= _SYGST_MIN_N
+            and L.dtype == M.dtype and L.dtype in (xp.float32, xp.float64)):
+        return _cholesky_vjp_inner_sygst(L, M, symmetrize)
     if array_api_compat.is_numpy_namespace(xp):
         import numpy as np
         from scipy.linalg import blas
