@@ -384,3 +384,17 @@ def test_cholesky_vjp_inner_paths_against_inverse(n, symmetrize):
         else:
             got = 0.5 * (got + got.T)
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+def test_cholesky_shift_against_shifted_matrix(to_xp, tol):
+    A = _spd(9, seed=16, cond=50.0)
+    A -= 1.5 * np.eye(9) * np.linalg.eigvalsh(A)[0]  # indefinite: only the shift makes it PD
+    L = B.to_numpy(B.cholesky(to_xp(A), shift=1.0 * abs(np.linalg.eigvalsh(A)[0]) + 0.5,
+                              max_tries=0))
+    shifted = A + (abs(np.linalg.eigvalsh(A)[0]) + 0.5) * np.eye(9)
+    np.testing.assert_allclose(L @ L.T, shifted, rtol=0, atol=200 * tol * np.abs(A).max())
+    assert np.all(np.triu(L, 1) == 0.0)
+    with pytest.raises(NotPSDError, match="on top of a diagonal shift of 1.0e-06"):
+        B.cholesky(to_xp(A), shift=1e-6, jitter=1e-6, max_tries=2)
+    with pytest.raises(ValueError, match="shift"):
+        B.cholesky(to_xp(A), shift=-1.0)

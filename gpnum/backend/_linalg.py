@@ -8,6 +8,8 @@ other namespace (``array_api_strict`` included).
 
 from __future__ import annotations
 
+import math
+
 import array_api_compat
 
 from gpnum.backend._convert import get_namespace
@@ -120,21 +122,31 @@ def lower_matmul(a, b):
     return c
 
 
-def _raw_cholesky(xp, A):
-    """Lower Cholesky factor, or ``None`` if the factorisation fails."""
+def _raw_cholesky(xp, A, shift=0.0):
+    """Lower Cholesky factor of ``A + shift I``, or ``None`` if the factorisation fails."""
+    if array_api_compat.is_numpy_namespace(xp) and A.dtype in (xp.float32, xp.float64):
+        import numpy as np
+        from scipy.linalg import lapack
+
+        # One Fortran copy (the one SciPy's wrapper would make), shifted and factorised in
+        # place: no (n, n) temporaries for the shift.
+        F = np.array(A, order="F")
+        if shift:
+            F.flat[:: F.shape[0] + 1] += shift
+        potrf = lapack.get_lapack_funcs("potrf", (F,))
+        L, info = potrf(F, lower=1, overwrite_a=1, clean=1)
+        if info < 0:
+            raise ValueError(f"LAPACK potrf: illegal argument {-info}")
+        return L if info == 0 else None
+    if shift:
+        A = A + shift * xp.eye(A.shape[0], dtype=A.dtype, device=array_api_compat.device(A))
     if array_api_compat.is_torch_namespace(xp):
         import torch
 
         L, info = torch.linalg.cholesky_ex(A)
         return None if int(info) != 0 else L
     try:
-        if array_api_compat.is_numpy_namespace(xp):
-            import scipy.linalg
-
-            # SciPy's potrf wrapper: no finiteness re-check, no batching overhead.
-            L = scipy.linalg.cholesky(A, lower=True, check_finite=False)
-        else:
-            L = xp.linalg.cholesky(A)
+        L = xp.linalg.cholesky(A)
     except Exception as exc:  # LinAlgError (numpy, array_api_strict) and the like
         if "positive" in str(exc).lower() or type(exc).__name__ == "LinAlgError":
             return None
@@ -146,28 +158,32 @@ def _raw_cholesky(xp, A):
     return L
 
 
-def cholesky(A, *, jitter=None, max_tries: int = 3, return_jitter: bool = False):
+def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries: int = 3,
+             return_jitter: bool = False):
     """Lower Cholesky factor of a symmetric positive-definite matrix, adding jitter if needed.
 
-    First factorises ``A`` as given; if that fails, retries with ``A + j I`` for
+    First factorises ``A + shift I``; if that fails, retries with ``A + (shift + j) I`` for
     ``j = jitter, 10 jitter, 100 jitter, ...`` (``max_tries`` retries in all).
 
     Parameters
     ----------
     A : array (n, n)
         Symmetric positive (semi-)definite matrix. Only its lower triangle is read.
+    shift : float
+        Added to the diagonal from the start (a model's fixed jitter), without an (n, n)
+        temporary on NumPy. Default 0.
     jitter : float, optional
         First diagonal jitter tried after a failure, absolute. Default 1e-6 for float32 and 1e-8
         for float64.
     max_tries : int
         Number of jittered retries (0 disables jitter).
     return_jitter : bool
-        Also return the jitter that was added (0.0 when none was needed).
+        Also return the jitter that was added on top of ``shift`` (0.0 when none was needed).
 
     Returns
     -------
     L : array (n, n)
-        Lower-triangular with ``L @ L.T == A + j I``.
+        Lower-triangular with ``L @ L.T == A + (shift + j) I``.
     j : float
         Only if ``return_jitter``.
 
@@ -183,25 +199,28 @@ def cholesky(A, *, jitter=None, max_tries: int = 3, return_jitter: bool = False)
     check_finite(xp, A, "A")
     if max_tries < 0:
         raise ValueError(f"max_tries: expected an integer >= 0, got {max_tries!r}")
-    L = _raw_cholesky(xp, A)
+    shift = float(shift)
+    if not (shift >= 0.0 and math.isfinite(shift)):
+        raise ValueError(f"shift: expected a finite number >= 0, got {shift!r}")
+    L = _raw_cholesky(xp, A, shift)
     added = 0.0
     if L is None:
         j0 = default_jitter(A.dtype, xp) if jitter is None else float(jitter)
         if not j0 > 0.0:
             raise ValueError(f"jitter: expected a number > 0, got {jitter!r}")
         n = A.shape[0]
-        eye = xp.eye(n, dtype=A.dtype, device=array_api_compat.device(A))
         for t in range(max_tries):
             added = j0 * 10.0**t
-            L = _raw_cholesky(xp, A + added * eye)
+            L = _raw_cholesky(xp, A, shift + added)
             if L is not None:
                 break
         if L is None:
             tried = f"up to {added:.1e}" if max_tries else "none (max_tries=0)"
+            base = f" on top of a diagonal shift of {shift:.1e}" if shift else ""
             raise NotPSDError(
                 f"matrix of size {n} x {n} is not positive definite: Cholesky failed with jitter "
-                f"{tried} added to the diagonal. Check the matrix (duplicate inputs, too small a "
-                f"noise variance) or pass a larger jitter."
+                f"{tried} added to the diagonal{base}. Check the matrix (duplicate inputs, too "
+                f"small a noise variance) or pass a larger jitter."
             )
     return (L, added) if return_jitter else L
 

@@ -385,8 +385,10 @@ class SVGP(Parameterised):
         xp = self.xp
         if self.whitening == "cholesky":
             high = xp.float64
-            Kzz, kzz_vjp = self._kzz(with_vjp=need_grad)
-            L = cholesky(xp.astype(Kzz, high, copy=False), jitter=max(self.jitter, 1e-12) * 10.0)
+            Kzz, kzz_vjp = self._kzz(with_jitter=False, with_vjp=need_grad)
+            # The jitter as cholesky's shift: added in its own copy, no (m, m) temporaries.
+            L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter,
+                         jitter=max(self.jitter, 1e-12) * 10.0)
             A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
                           self.dtype, copy=False)
             return A, {"L": L, "Kzx": Kzx, "kzz_vjp": kzz_vjp}
