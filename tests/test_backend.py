@@ -363,11 +363,12 @@ def test_matmul_keeps_dtype_and_small_products():
     np.testing.assert_array_equal(B.matmul(ai, ai.T), ai @ ai.T)  # integers stay with ``@``
 
 
-@pytest.mark.parametrize("n", [6, 300, 450])
+@pytest.mark.parametrize("n", [6, 300, 450, 451])
 @pytest.mark.parametrize("symmetrize", [True, False])
 def test_cholesky_vjp_inner_paths_against_inverse(n, symmetrize):
-    # n = 300: the in-place trsm path over two row blocks (overwrite_m); n = 450: LAPACK sygst
-    # on the index-reversed problem (NumPy, n >= 400). Only M's lower triangle may be read.
+    # n = 300: the in-place trsm path over two row blocks (overwrite_m); n = 450 and 451 (odd
+    # n^2: the in-place reversal's middle entry stays put): LAPACK sygst on the index-reversed
+    # problem (NumPy, n >= 400). Only M's lower triangle may be read.
     A = _spd(n, seed=14, cond=20.0)
     L = np.linalg.cholesky(A)
     M = np.random.default_rng(15).standard_normal((n, n))
@@ -375,10 +376,12 @@ def test_cholesky_vjp_inner_paths_against_inverse(n, symmetrize):
     Li = np.linalg.inv(L)
     ref = 0.5 * Li.T @ (P + P.T) @ Li
     for overwrite in (False, True):
-        Mc = M.copy()
-        got = B.cholesky_vjp_inner(L, Mc, symmetrize=symmetrize, overwrite_m=overwrite)
+        Mc, Lc = M.copy(), np.ascontiguousarray(L)
+        got = B.cholesky_vjp_inner(Lc, Mc, symmetrize=symmetrize, overwrite_m=overwrite,
+                                   overwrite_l=overwrite)
         if not overwrite:
             np.testing.assert_array_equal(Mc, M)
+            np.testing.assert_array_equal(Lc, L)
         if symmetrize:  # symmetric up to round-off
             np.testing.assert_allclose(got, got.T, rtol=0, atol=1e-13 * np.abs(ref).max())
         else:

@@ -128,16 +128,21 @@ def _raw_cholesky(xp, A, shift=0.0):
         import numpy as np
         from scipy.linalg import lapack
 
-        # One Fortran copy (the one SciPy's wrapper would make), shifted and factorised in
-        # place: no (n, n) temporaries for the shift.
-        F = np.array(A, order="F")
+        # One copy, shifted and factorised in place: no (n, n) temporaries for the shift. A
+        # C-ordered A is, read as Fortran, A^T, whose upper triangle is A's lower one: potrf
+        # on that upper triangle gives U = L^T in Fortran order, i.e. L in C order, and the
+        # copy is a plain memcpy rather than a transposition.
+        c_order = not A.flags.f_contiguous
+        F = np.array(A.T if c_order else A, order="F")
         if shift:
             F.flat[:: F.shape[0] + 1] += shift
         potrf = lapack.get_lapack_funcs("potrf", (F,))
-        L, info = potrf(F, lower=1, overwrite_a=1, clean=1)
+        R, info = potrf(F, lower=0 if c_order else 1, overwrite_a=1, clean=1)
         if info < 0:
             raise ValueError(f"LAPACK potrf: illegal argument {-info}")
-        return L if info == 0 else None
+        if info != 0:
+            return None
+        return R.T if c_order else R
     if shift:
         A = A + shift * xp.eye(A.shape[0], dtype=A.dtype, device=array_api_compat.device(A))
     if array_api_compat.is_torch_namespace(xp):
@@ -317,7 +322,29 @@ def _clear_strict_upper(H, block=256):
 _SYGST_MIN_N = 400
 
 
-def _cholesky_vjp_inner_sygst(L, M, symmetrize):
+def _reversed(a, overwrite):
+    """The C-contiguous NumPy matrix ``a`` with its memory reversed, i.e. ``flip(a)``.
+
+    In place when ``overwrite`` (swapping mirrored blocks through a small buffer: no fresh
+    (n, n) memory, whose first touches cost as much as the copy on virtual machines).
+    """
+    import numpy as np
+
+    if not overwrite:
+        return np.flip(a).copy(order="C")
+    flat = a.reshape(-1)
+    size, block = flat.shape[0], 8192
+    half = size // 2
+    for i in range(0, half, block):
+        j = min(i + block, half)
+        lo, hi = flat[i:j], flat[size - j:size - i][::-1]
+        tmp = lo.copy()
+        lo[...] = hi
+        hi[...] = tmp
+    return a
+
+
+def _cholesky_vjp_inner_sygst(L, M, symmetrize, overwrite_m, overwrite_l):
     """:func:`cholesky_vjp_inner` on NumPy through LAPACK ``sygst`` (see its Notes).
 
     With ``H2 = Phi(M) + Phi(M)^T`` (the symmetric matrix with M's lower triangle) and the
@@ -330,15 +357,19 @@ def _cholesky_vjp_inner_sygst(L, M, symmetrize):
 
     n = L.shape[0]
     sygst = lapack.get_lapack_funcs("sygst", (L,))
-    # Fortran arrays: (J M^T J) in Fortran order is J M J = flip(M) in C order; likewise C.
-    S = np.flip(M).copy(order="C").T
-    C = np.flip(L).copy(order="C").T
+    # In Fortran order, J M^T J is flip(M) in C order: M's memory reversed; likewise C is L's
+    # memory reversed when L is C-ordered (a transposing copy otherwise).
+    S = _reversed(M, overwrite_m and M.flags.c_contiguous).T
+    if L.flags.c_contiguous:
+        C = _reversed(L, overwrite_l).T
+    else:
+        C = np.flip(L).copy(order="C").T
     Y, info = sygst(S, C, itype=1, lower=1, overwrite_a=1)
     if info != 0:
         raise ValueError(f"cholesky_vjp_inner: LAPACK sygst failed (info={info})")
-    # The answer is J (Y_low + Y_low^T) J / 2 with Y_low = tril(Y), diagonal halved. Flip back
-    # to C order: J Y^T J = flip(Y.T), whose lower triangle holds Y_low's entries.
-    T = np.flip(Y.T).copy(order="C")
+    # The answer is J (Y_low + Y_low^T) J / 2 with Y_low = tril(Y), diagonal halved. Back to
+    # C order: J Y^T J = flip(Y.T) (Y's memory reversed), whose lower triangle holds Y_low.
+    T = _reversed(Y.T, Y.T.flags.c_contiguous)
     _clear_strict_upper(T)
     T.flat[:: n + 1] *= 0.5
     if not symmetrize:
@@ -348,7 +379,8 @@ def _cholesky_vjp_inner_sygst(L, M, symmetrize):
     return X
 
 
-def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = False):
+def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = False,
+                       overwrite_l: bool = False):
     """Cholesky backward pass from ``M = L^T L_bar`` (n, n), without ``L_bar`` itself.
 
     Returns ``A_bar = L^{-T} H L^{-1}`` with ``H = (Phi(M) + Phi(M)^T) / 2`` (``Phi``: lower
@@ -367,9 +399,10 @@ def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = Fal
         is ``A_bar``: enough wherever only ``<A_bar, dA>`` for symmetric ``dA`` matters (a
         kernel's gram backward pass), and one (n, n) transposed sweep cheaper.
     overwrite_m : bool
-        Allow the function to use ``M``'s memory for the result (NumPy, with
-        ``symmetrize=False`` and a C-ordered ``M``): no (n, n) allocation. ``M`` then holds
-        garbage.
+        Allow the function to use ``M``'s memory for its work and result (NumPy, C-ordered
+        ``M``): fewer (n, n) allocations. ``M`` then holds garbage.
+    overwrite_l : bool
+        Likewise for ``L`` (NumPy, C-ordered ``L``, from n = 400). ``L`` then holds garbage.
 
     Returns
     -------
@@ -391,7 +424,7 @@ def cholesky_vjp_inner(L, M, *, symmetrize: bool = True, overwrite_m: bool = Fal
         raise ShapeError(f"M: expected shape ({n}, {n}), got {describe_shape(M.shape)}")
     if (array_api_compat.is_numpy_namespace(xp) and n >= _SYGST_MIN_N
             and L.dtype == M.dtype and L.dtype in (xp.float32, xp.float64)):
-        return _cholesky_vjp_inner_sygst(L, M, symmetrize)
+        return _cholesky_vjp_inner_sygst(L, M, symmetrize, overwrite_m, overwrite_l)
     if array_api_compat.is_numpy_namespace(xp):
         import numpy as np
         from scipy.linalg import blas

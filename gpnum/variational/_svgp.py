@@ -422,7 +422,11 @@ class SVGP(Parameterised):
             # Only the lower triangle of -A_bar A^T is read (lower_matmul: on SciPy's BLAS
             # pool, like the solves around it; see B.matmul).
             M = lower_matmul(-Ab, xp.astype(A, high, copy=False).T)
-            Kzz_bar = cholesky_vjp_inner(L, M, symmetrize=False, overwrite_m=True)
+            # L is not needed after this: its memory and M's serve the backward pass (and L
+            # leaves the cache, which return_data hands out).
+            del cache["L"]
+            Kzz_bar = cholesky_vjp_inner(L, M, symmetrize=False, overwrite_m=True,
+                                         overwrite_l=True)
             return (xp.astype(Kzz_bar, self.dtype, copy=False),
                     xp.astype(Kzx_bar, self.dtype, copy=False))
         rtol = self.ciq_options.get("rtol", 1e-3)
