@@ -41,7 +41,7 @@ def _check_square(A, name="A"):
 
 #: Below this many multiply-adds a product stays with NumPy's ``@`` (BLAS threading does not
 #: start there, so the pools below cannot collide).
-_SCIPY_GEMM_MIN_FLOPS = 1 << 22
+_SCIPY_GEMM_MIN_FLOPS = 1 << 16
 
 
 def matmul(a, b):

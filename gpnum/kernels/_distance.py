@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import device_of, get_namespace
+from gpnum.backend import device_of, get_namespace, matmul
 
 __all__ = ["EXACT_MAX_DIM", "sqdist", "sqdist_vjp"]
 
@@ -151,9 +151,9 @@ def sqdist_vjp(W, A, B=None, *, per_dim=False, exact=None):
     Ac, Bc = _centred(A, B)
     row = xp.sum(W, axis=1)
     col = xp.sum(W, axis=0)
-    WB = W @ Bc
+    WB = matmul(W, Bc)  # (matmul: see gpnum.backend.matmul on NumPy's and SciPy's BLAS)
     gA = 2.0 * (row[:, None] * Ac - WB)
-    WtA = W.T @ Ac
+    WtA = matmul(W.T, Ac)
     gB = 2.0 * (col[:, None] * Bc - WtA)
     S = None
     if per_dim:

@@ -44,6 +44,11 @@ class Stationary(Kernel):
 
     _param_names = ("lengthscale", "variance")
     _positive = ("lengthscale", "variance")
+    #: Whether dh/d(r^2) stays bounded as r -> 0. Then the backward pass may sum over the
+    #: distance cotangent by matrix products (gpnum.kernels._distance, "expansion"): its
+    #: rounding error is that of the exact per-dimension form, at a fifth of the time for
+    #: d = 2. Matern-1/2's slope grows like 1/r, so it keeps the exact form for small d.
+    _bounded_slope = True
 
     def __init__(self, lengthscale=1.0, variance=1.0, *, xp=None, dtype=None, device=None):
         self._setup_namespace(xp, dtype, device, lengthscale, variance)
@@ -114,7 +119,8 @@ class Stationary(Kernel):
         xp = get_namespace(W)
         ell = self.lengthscale
         ard = ell.ndim == 1
-        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard)
+        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard, exact=None if not self._bounded_slope
+                               else False)
         # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
         g_ell = -2.0 * S / ell if ard else (-2.0 / ell) * xp.sum(W * r2)
         params = {"lengthscale": g_ell, "variance": g_var}
@@ -149,6 +155,8 @@ class Matern12(Stationary):
     At exactly coincident points the input gradient uses the zero subgradient (module notes);
     hyper-parameter gradients are exact. See :class:`Stationary` for the parameters.
     """
+
+    _bounded_slope = False
 
     def _profile(self, r2):
         xp = get_namespace(r2)
