@@ -183,3 +183,42 @@ def test_clipped_curvature_keeps_student_t_steps_positive_definite():
     m_old = np.zeros(5)
     t1 = A @ B.to_numpy(d["g_mu"])[:, 0] - 2.0 * (A * np.minimum(g, 0.0)) @ (A.T @ m_old)
     np.testing.assert_allclose(model.q_mu, np.linalg.solve(expected, t1), rtol=1e-8)
+
+
+def test_krylov_check_solve_only_where_curvature_can_be_positive(monkeypatch):
+    # Gaussian: g_var < 0 everywhere, every candidate precision is PD by construction, so the
+    # check solve is skipped; Student-t with outliers (g_var > 0) still runs it.
+    calls = []
+    real = NaturalGradient._accept
+    monkeypatch.setattr(NaturalGradient, "_accept",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    X, y, Z = data(10)
+    model = model_for(Z, 40, Gaussian(variance=0.1), "cholesky")
+    NaturalGradient(0.5, "krylov").step(model, X, y)
+    assert calls == []
+    y_out = y.copy()
+    y_out[:5] += 15.0
+    model = model_for(Z, 4000, StudentT(df=2.5, scale=0.1), "cholesky")
+    NaturalGradient(0.5, "krylov", max_rejections=30).step(model, X, y_out)
+    assert len(calls) >= 1
+
+
+def test_natural_form_elbo_searches_each_preconditioner_once(monkeypatch):
+    # The natural solves and the KL's probe solves share one eigenpair search per precision;
+    # the shared preconditioner changes nothing but the iteration count.
+    from gpnum.linalg import SpectralPreconditioner
+    X, y, Z = data(11, m=8)
+    model = model_for(Z, 40, Gaussian(variance=0.2), "cholesky")
+    random_q(model, 12)
+    model.to_natural()
+    ref_value, ref_grads = model.elbo_and_grad(X, y)  # default: no preconditioner at m = 8
+    model.krylov_options["precondition"] = 3
+    calls = []
+    real = SpectralPreconditioner.from_operator.__func__
+    monkeypatch.setattr(SpectralPreconditioner, "from_operator",
+                        classmethod(lambda cls, *a, **k: calls.append(1) or real(cls, *a, **k)))
+    value, grads = model.elbo_and_grad(X, y)
+    assert len(calls) == 1
+    np.testing.assert_allclose(float(value), float(ref_value), rtol=1e-6)
+    for k in ref_grads:
+        np.testing.assert_allclose(grads[k], ref_grads[k], rtol=1e-6, atol=1e-9, err_msg=k)

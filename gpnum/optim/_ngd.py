@@ -23,7 +23,10 @@ likelihood, the full data and ``gamma = 1`` it lands exactly on the optimal ``q`
 Non-conjugate likelihoods (Student-t) can push the precision out of the positive-definite cone
 for a large ``gamma``. Both methods detect it (a failed Cholesky; CG breakdown / negative
 curvature) and reject the step, retrying with ``gamma`` halved up to ``max_rejections`` times
-before raising :class:`gpnum.NotPSDError`; never a silent NaN.
+before raising :class:`gpnum.NotPSDError`; never a silent NaN. Where every ``g_var`` of a
+latent is <= 0 (log-concave likelihoods, ``clip_curvature``) the target precision is
+``I`` plus a positive semi-definite matrix, so each candidate is a convex combination of two
+positive-definite matrices: the krylov method then skips its check solve.
 """
 
 from __future__ import annotations
@@ -130,6 +133,8 @@ class NaturalGradient:
             th, P = model._q_natural()
         used = gamma
         for l in range(model.num_latent):
+            # Positive definite by construction (module docstring): no check solve needed.
+            certain = self.method == "krylov" and float(xp.max(g_var[:, l])) <= 0.0
             AG = A * g_var[:, l][None, :]
             target_P = eye - 2.0 * (AG @ A.T)
             target_t1 = A @ g_mu[:, l] - 2.0 * (AG @ (A.T @ q_mean[l, ...]))
@@ -142,7 +147,10 @@ class NaturalGradient:
             for attempt in range(self.max_rejections + 1):
                 cand_P = (1.0 - g) * P_l + g * target_P
                 cand_t1 = (1.0 - g) * t1_l + g * target_t1
-                ok, out = self._accept(cand_P, cand_t1, model)
+                if certain:
+                    ok, out = True, (cand_t1, cand_P)
+                else:
+                    ok, out = self._accept(cand_P, cand_t1, model)
                 if ok:
                     break
                 self.num_rejected += 1

@@ -331,33 +331,45 @@ class SVGP(Parameterised):
         object.__setattr__(self, "q_theta1", None)
         object.__setattr__(self, "q_precision", None)
 
-    def _precision_solve(self, P, rhs, rtol=None):
-        """PCG against the precision ``P`` (m, m), preconditioned by its leading eigenpairs.
+    def _preconditioner(self, P):
+        """PCG preconditioner for the precision ``P`` (m, m) from its leading eigenpairs.
 
-        ``krylov_options["precondition"]`` is the block size of that search (0: plain CG). The
+        ``krylov_options["precondition"]`` is the block size of that search (None for 0). The
         precision is ``I`` plus data terms whose spectrum decays like the kernel's, so the
         spectral preconditioner takes CG from hundreds of iterations to tens.
         """
-        opts = self.krylov_options
-        op = Dense(P, symmetric=True)
-        ell = int(opts.get("precondition", 0))
-        M = None
-        if ell > 0:
-            try:
-                M = SpectralPreconditioner.from_operator(op, ell)
-            except NotPSDError:
-                M = None  # an indefinite P: plain CG reports the breakdown below
-        return pcg(op, rhs, rtol=opts["rtol"] if rtol is None else rtol, maxiter=opts["maxiter"],
-                   M=M)
+        ell = int(self.krylov_options.get("precondition", 0))
+        if ell <= 0:
+            return None
+        try:
+            return SpectralPreconditioner.from_operator(Dense(P, symmetric=True), ell)
+        except NotPSDError:
+            return None  # an indefinite P: plain CG reports the breakdown
 
-    def _natural_solves(self, A):
-        """m' (L, m) and S'A (L, m, b) by PCG against each precision."""
+    def _precision_solve(self, P, rhs, rtol=None, M="search"):
+        """PCG against the precision ``P`` (m, m); ``M``: a preconditioner from
+        :meth:`_preconditioner` for this ``P`` (or None), by default searched here."""
+        opts = self.krylov_options
+        if isinstance(M, str):
+            M = self._preconditioner(P)
+        return pcg(Dense(P, symmetric=True), rhs, rtol=opts["rtol"] if rtol is None else rtol,
+                   maxiter=opts["maxiter"], M=M)
+
+    def _natural_solves(self, A, preconditioners=None):
+        """m' (L, m) and S'A (L, m, b) by PCG against each precision.
+
+        ``preconditioners``: a list to which each latent's preconditioner is appended, for
+        further solves against the same precisions (:meth:`kl`).
+        """
         xp = self.xp
         th, P = self._q_natural()
         ms, SAs = [], []
         for l in range(self.num_latent):
             rhs = xp.concat([th[l, ...][:, None], A], axis=1)
-            res = self._precision_solve(P[l, ...], rhs)
+            M = self._preconditioner(P[l, ...])
+            if preconditioners is not None:
+                preconditioners.append(M)
+            res = self._precision_solve(P[l, ...], rhs, M=M)
             if res.info < 0:
                 raise NotPSDError(
                     f"q_precision of latent {l} is not positive definite (CG breakdown: "
@@ -449,10 +461,11 @@ class SVGP(Parameterised):
             q_mu, q_sqrt = self._q()
             RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], A, trans=True)
                             for l in range(self.num_latent)])  # (L, m, b)
-            SA = None
+            SA = precond = None
             var = base + xp.sum(RtA * RtA, axis=1).T
         else:
-            q_mu, SA = self._natural_solves(A)
+            precond = []
+            q_mu, SA = self._natural_solves(A, precond)
             RtA = None
             var = base + xp.sum(A[None, :, :] * SA, axis=1).T
         mu = self.mean + A.T @ q_mu.T  # (b, L)
@@ -462,18 +475,19 @@ class SVGP(Parameterised):
         var_ok = var > floor
         var = xp.where(var_ok, var, floor)
         return mu, var, {"var_ok": var_ok, "A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu,
-                         "whiten": cache, "kzx_vjp": kzx_vjp}
+                         "whiten": cache, "kzx_vjp": kzx_vjp, "precond": precond}
 
     def _squeeze(self, a):
         return a[:, 0] if self.num_latent == 1 else a
 
-    def kl(self):
+    def kl(self, preconditioners=None):
         """KL(q(u') || N(0, I)) summed over latent functions (a 0-d array).
 
         Exact in the Cholesky form. In the natural form it is a stochastic estimate for
         monitoring only: ``tr S'`` by Hutchinson probes solved with PCG and ``log|S'|`` by
         stochastic Lanczos quadrature (``krylov_options``: ``num_probes``, ``num_lanczos``,
-        ``seed``), never a factorisation.
+        ``seed``), never a factorisation. ``preconditioners``: one per latent for the current
+        precisions, from an earlier solve against them (default: searched here).
         """
         xp = self.xp
         if self._form == "cholesky":
@@ -490,7 +504,8 @@ class SVGP(Parameterised):
         for l in range(self.num_latent):
             Zp = rng.rademacher((m, opts["num_probes"]), dtype=self.dtype)
             rhs = xp.concat([th[l, ...][:, None], Zp], axis=1)
-            sol = self._precision_solve(P[l, ...], rhs).x
+            M = "search" if preconditioners is None else preconditioners[l]
+            sol = self._precision_solve(P[l, ...], rhs, M=M).x
             mean = sol[:, 0]
             trace = xp.sum(Zp * sol[:, 1:]) / opts["num_probes"]
             logdet_prec = slq_logdet(Dense(P[l, ...]), num_probes=opts["num_probes"],
@@ -521,9 +536,9 @@ class SVGP(Parameterised):
         X = self._check_X(X)
         y = self._check_y(y, X.shape[0])
         self._check_batch(X.shape[0])
-        mu, var, _ = self._marginals(X)
+        mu, var, c = self._marginals(X)
         ve = self._expected_loglik(y, mu, var)
-        return (self.num_data / X.shape[0]) * self.xp.sum(ve) - self.kl()
+        return (self.num_data / X.shape[0]) * self.xp.sum(ve) - self.kl(c["precond"])
 
     def _check_batch(self, b):
         if self.num_data < b:
@@ -592,7 +607,7 @@ class SVGP(Parameterised):
         else:
             # Natural form: q is updated by natural gradients, not by these gradients, and the
             # KL does not depend on the other parameters.
-            kl_total = self.kl()
+            kl_total = self.kl(c["precond"])
             SA = c["SA"]
         # A's cotangent: sum_l [m'_l g_mu_l^T + 2 (S'_l A - A) diag(g_var_l)].
         A_bar = c["q_mean"].T @ g_mu.T + 2.0 * xp.sum((SA - A[None, :, :]) * g_var.T[:, None, :],
