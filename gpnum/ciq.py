@@ -291,7 +291,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
     deflate : int, tuple or None
         Block size of the eigenpair search that deflates the solves (module notes); 0 turns
-        deflation off. Default None: ``min(256, m // 2)`` when ``m >= 128`` and ``k >= 16``
+        deflation off. Default None: ``min(384, m // 2)`` when ``m >= 128`` and ``k >= 16``
         (where the search costs a few msMINRES iterations' worth of products), else off. At
         most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
         reuse its pairs (for example over the chunks of a prediction; pass its

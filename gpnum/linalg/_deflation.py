@@ -14,8 +14,7 @@ so callers keep only the pairs that are accurate enough for their purpose.
 
 from __future__ import annotations
 
-from gpnum.backend import (cholesky, default_rng, device_of, get_namespace, matmul,
-                           solve_triangular, to_numpy)
+from gpnum.backend import default_rng, device_of, get_namespace, to_numpy
 from gpnum.errors import NotPSDError, ShapeError, check_int, describe_shape
 from gpnum.linalg._operators import LinearOperator, aslinearoperator
 
@@ -23,13 +22,16 @@ __all__ = ["SpectralPreconditioner", "default_block_size", "top_eigenpairs"]
 
 
 def default_block_size(n: int) -> int:
-    """Block size of gpnum's automatic eigenpair searches: ``min(256, n // 2)``, 0 below 128.
+    """Block size of gpnum's automatic eigenpair searches: ``min(384, n // 2)``, 0 below 128.
 
-    256 columns with 3 subspace iterations find about 130 leading pairs of a Matern-5/2 kernel
-    matrix to 1e-4 at n = 1000-2000, for the products of about five msMINRES or CG iterations
-    with 256 right-hand sides (docs/ciq.md). Below n = 128 dense methods are cheaper anyway.
+    384 columns with 3 subspace iterations find about 170-200 leading pairs of a Matern-5/2
+    kernel matrix (jitter 1e-4) to 1e-4 at n = 1000-2000, for the products of about eight
+    msMINRES or CG iterations with 256 right-hand sides (docs/ciq.md). A 256 block finds about
+    130: as fast for a smooth right-hand side, but the rough cotangent of CIQ's backward pass
+    then needs twice the iterations (69 against 34 at n = 1000 in an SVGP training step, which
+    took 0.77x the CPU time with 384). Below n = 128 dense methods are cheaper anyway.
     """
-    return min(256, n // 2) if n >= 128 else 0
+    return min(384, n // 2) if n >= 128 else 0
 
 
 def orthonormal_basis(Y):
@@ -50,12 +52,20 @@ def orthonormal_basis(Y):
     u = float(xp.finfo(Y.dtype).eps) / 2.0
     shift = 11.0 * (n * ell + ell * (ell + 1)) * u * float(xp.sum(Y * Y))
     Q = Y
+    eye = xp.eye(ell, dtype=Y.dtype, device=device_of(Y))
     try:
         for s in (shift, 0.0, 0.0):
-            G = matmul(Q.T, Q)
-            L = cholesky(G, shift=s, max_tries=0)  # G + s I = L L^T, R = L^T
-            Q = solve_triangular(L, Q.T, lower=True).T  # Y R^{-1} = (L^{-1} Y^T)^T
-    except NotPSDError:
+            # NumPy's own BLAS and LAPACK only (xp.linalg, @): the operator products around
+            # this run there, and SciPy's second thread pool would slow both down (see
+            # gpnum.backend.matmul). R^{-1} = L^{-T} from an (l, l) inverse is as accurate as
+            # the pass itself, whose errors the next pass removes.
+            L = xp.linalg.cholesky(Q.T @ Q + s * eye)  # G + s I = L L^T, R = L^T
+            Q = Q @ xp.linalg.inv(L).T
+    except Exception as exc:  # LinAlgError (numpy) and the like: not positive definite
+        if type(exc).__name__ != "LinAlgError" and "positive" not in str(exc).lower():
+            raise
+        return xp.linalg.qr(Y)[0]
+    if not bool(xp.all(xp.isfinite(Q))):  # cupy's Cholesky returns NaN instead of raising
         return xp.linalg.qr(Y)[0]
     return Q
 
