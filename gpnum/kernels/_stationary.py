@@ -119,8 +119,8 @@ class Stationary(Kernel):
         xp = get_namespace(W)
         ell = self.lengthscale
         ard = ell.ndim == 1
-        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard, exact=None if not self._bounded_slope
-                               else False)
+        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard,
+                               exact=False if self._bounded_slope else None)
         # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
         g_ell = -2.0 * S / ell if ard else (-2.0 / ell) * xp.sum(W * r2)
         params = {"lengthscale": g_ell, "variance": g_var}
