@@ -288,6 +288,22 @@ def test_cholesky_vjp_finite_differences():
     check_grad(lambda S: np.sum(Lbar * np.linalg.cholesky(0.5 * (S + S.T))), A, G)
 
 
+def test_cholesky_vjp_sygst_path_directional_finite_differences():
+    # n = 450 takes the LAPACK sygst path (NumPy, n >= 400): a central difference along one
+    # random symmetric direction, float64.
+    n = 450
+    A = _spd(n, seed=17, cond=30.0)
+    rng = np.random.default_rng(18)
+    Lbar = np.tril(rng.standard_normal((n, n)))
+    E = rng.standard_normal((n, n))
+    E = 0.5 * (E + E.T)
+    G = B.cholesky_vjp(np.linalg.cholesky(A), Lbar)
+    h = 1e-6
+    fd = (np.sum(Lbar * np.linalg.cholesky(A + h * E))
+          - np.sum(Lbar * np.linalg.cholesky(A - h * E))) / (2 * h)
+    assert abs(fd - np.sum(G * E)) <= 1e-6 * abs(fd)
+
+
 def test_cholesky_vjp_on_every_backend(to_xp, tol):
     A = _spd(5, seed=6, cond=10.0)
     Lbar = np.tril(np.random.default_rng(7).standard_normal((5, 5)))
