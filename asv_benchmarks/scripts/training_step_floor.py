@@ -1,0 +1,101 @@
+"""Where one CIQ training step's work goes: (m, m) operator products by phase, against a GEMM.
+
+    python training_step_floor.py [m=1000] [method=krylov]
+
+The step is the one of ``svgp_vs_gpytorch.py train`` (batch 256, d = 2, Matern-5/2, Q = 15,
+rtol 1e-3, natural gradients gamma 0.1 + Adam, float64). It counts the columns of every product
+with the (m, m) kernel matrix, by the phase that asked for it, and converts them into GEMMs of
+(m, m) x (m, 256); the CIQ backward pass adds one (m, 15 * 256) x (15 * 256, m) product for the
+cotangent of K_ZZ. The sum of those products at the measured GEMM speed is a floor that no
+implementation of the same algorithm (same iteration counts) can beat on this machine.
+Run it on a quiet machine: it prints times.
+"""
+import collections
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+import gpnum
+from gpnum import backend as B
+from gpnum.kernels import Matern52
+from gpnum.likelihoods import Gaussian
+from gpnum.linalg import _operators
+
+warnings.simplefilter("ignore")
+m = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+method = sys.argv[2] if len(sys.argv) > 2 else "krylov"
+b, d, N = 256, 2, 100_000
+rng = np.random.default_rng(0)
+X = rng.uniform(-1, 1, (b, d))
+y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(b)
+Z = rng.uniform(-1, 1, (m, d))
+model = gpnum.SVGP(Matern52(lengthscale=0.3), Gaussian(variance=0.1), Z, num_data=N,
+                   whitening="ciq", jitter=1e-4,
+                   ciq_options={"num_quad": 15, "rtol": 1e-3, "maxiter": 200})
+ngd = gpnum.optim.NaturalGradient(0.1, method)
+ngd.prepare(model)
+adam = gpnum.optim.Adam(lr=0.01)
+
+
+def step():
+    value, grads, data = model.elbo_and_grad(X, y, return_data=True)
+    ngd.step(model, data=data)
+    hyper = {k: v for k, v in grads.items() if k not in ("q_mu", "q_sqrt")}
+    g_u = model.grad_to_unconstrained(hyper)
+    u = model.unconstrained()
+    model.set_unconstrained(adam.step({k: u[k] for k in g_u}, g_u, maximize=True))
+
+
+PHASES = (("top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
+          ("inv_sqrt_matmul_vjp", "CIQ backward msMINRES"),
+          ("inv_sqrt_matmul", "CIQ forward msMINRES"),
+          ("pcg", "PCG against the precision"))
+columns = collections.Counter()
+plain_matmat = _operators.Dense._matmat
+
+
+def counting_matmat(self, V):
+    if self.shape[0] == m:
+        stack = {f.name for f in traceback.extract_stack(limit=16)}
+        phase = next((label for name, label in PHASES if name in stack), "other")
+        columns[phase] += V.shape[1] if V.ndim == 2 else 1
+    return plain_matmat(self, V)
+
+
+for _ in range(3):  # past the first steps' larger solves
+    step()
+_operators.Dense._matmat = counting_matmat
+step()
+_operators.Dense._matmat = plain_matmat
+
+
+def best(f, reps):
+    f()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+K = model._kzz()[0]
+R = rng.standard_normal((m, 256))
+U = rng.standard_normal((m, 15 * 256))
+t_gemm = best(lambda: B.matmul(K, R), 10)
+t_cot = best(lambda: B.matmul(U, U.T), 3)
+t_step = best(step, 3)
+print(f"m = {m}, {method}: one GEMM (m, m) x (m, 256) {t_gemm * 1e3:.2f} ms; "
+      f"cotangent GEMM (m, 3840) x (3840, m) {t_cot * 1e3:.1f} ms")
+floor = t_cot
+for label, cols in sorted(columns.items(), key=lambda kv: -kv[1]):
+    gemms = cols / 256
+    floor += gemms * t_gemm
+    print(f"  {label:48s} {cols:6d} columns = {gemms:5.1f} GEMMs = {gemms * t_gemm * 1e3:5.0f} ms")
+print(f"  {'CIQ backward cotangent of K_ZZ':48s} {'':6s}         {t_cot / t_gemm:5.1f} GEMMs = "
+      f"{t_cot * 1e3:5.0f} ms")
+print(f"floor {floor * 1e3:.0f} ms; measured step {t_step * 1e3:.0f} ms "
+      f"({t_step / floor:.2f}x the floor)")
