@@ -1,12 +1,12 @@
 """Where one CIQ training step's work goes: (m, m) operator products by phase, against a GEMM.
 
-    python training_step_floor.py [m=1000] [method=krylov]
+    python training_step_floor.py [m=1000] [method=krylov] [rtol=1e-3]
 
 The step is the one of ``svgp_vs_gpytorch.py train`` (batch 256, d = 2, Matern-5/2, Q = 15,
-rtol 1e-3, natural gradients gamma 0.1 + Adam, float64). It counts the columns of every product
-with the (m, m) kernel matrix, by the phase that asked for it, and converts them into GEMMs of
-(m, m) x (m, 256); the CIQ backward pass adds one (m, 15 * 256) x (15 * 256, m) product for the
-cotangent of K_ZZ. The sum of those products at the measured GEMM speed is a floor that no
+msMINRES rtol 1e-3 unless given, natural gradients gamma 0.1 + Adam, float64). It counts the
+columns of every product with the (m, m) kernel matrix, by the phase that asked for it, and
+converts them into GEMMs of (m, m) x (m, 256); the CIQ backward pass adds one
+(m, 15 * 256) x (15 * 256, m) product for the cotangent of K_ZZ. The sum of those products at the measured GEMM speed is a floor that no
 implementation of the same algorithm (same iteration counts) can beat on this machine.
 Run it on a quiet machine: it prints times.
 """
@@ -27,6 +27,7 @@ from gpnum.linalg import _operators
 warnings.simplefilter("ignore")
 m = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 method = sys.argv[2] if len(sys.argv) > 2 else "krylov"
+rtol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
 b, d, N = 256, 2, 100_000
 rng = np.random.default_rng(0)
 X = rng.uniform(-1, 1, (b, d))
@@ -34,7 +35,7 @@ y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(b)
 Z = rng.uniform(-1, 1, (m, d))
 model = gpnum.SVGP(Matern52(lengthscale=0.3), Gaussian(variance=0.1), Z, num_data=N,
                    whitening="ciq", jitter=1e-4,
-                   ciq_options={"num_quad": 15, "rtol": 1e-3, "maxiter": 200})
+                   ciq_options={"num_quad": 15, "rtol": rtol, "maxiter": 200})
 ngd = gpnum.optim.NaturalGradient(0.1, method)
 ngd.prepare(model)
 adam = gpnum.optim.Adam(lr=0.01)
@@ -88,7 +89,7 @@ U = rng.standard_normal((m, 15 * 256))
 t_gemm = best(lambda: B.matmul(K, R), 10)
 t_cot = best(lambda: B.matmul(U, U.T), 3)
 t_step = best(step, 3)
-print(f"m = {m}, {method}: one GEMM (m, m) x (m, 256) {t_gemm * 1e3:.2f} ms; "
+print(f"m = {m}, {method}, rtol {rtol:g}: one GEMM (m, m) x (m, 256) {t_gemm * 1e3:.2f} ms; "
       f"cotangent GEMM (m, 3840) x (3840, m) {t_cot * 1e3:.1f} ms")
 floor = t_cot
 for label, cols in sorted(columns.items(), key=lambda kv: -kv[1]):
