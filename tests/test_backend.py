@@ -371,6 +371,21 @@ def test_matmul_and_lower_matmul_against_numpy(to_xp, tol, shape, layout):
     assert np.all(low[np.triu_indices(n1, 1, n2)] == 0.0)
 
 
+@pytest.mark.parametrize("n1,n2", [(500, 500), (513, 300), (300, 513)])
+def test_lower_matmul_clears_unwritten_memory_holding_nan(monkeypatch, n1, n2):
+    # The NumPy route writes row blocks into np.empty and clears the rest: memory it never
+    # wrote may hold NaN, which must not survive in the upper triangle (NaN * 0 is NaN).
+    rng = np.random.default_rng(14)
+    a, b = rng.standard_normal((n1, 40)), rng.standard_normal((40, n2))
+    real_empty = np.empty
+    monkeypatch.setattr(np, "empty", lambda shape, dtype=float, **kw:
+                        np.full(shape, np.nan, dtype=dtype))
+    low = B.lower_matmul(a, b)
+    monkeypatch.setattr(np, "empty", real_empty)
+    assert np.all(np.isfinite(low))
+    np.testing.assert_allclose(low, np.tril(a @ b), rtol=0, atol=1e-12 * np.abs(a @ b).max())
+
+
 def test_matmul_keeps_dtype_and_small_products():
     rng = np.random.default_rng(13)
     a32 = rng.standard_normal((400, 300)).astype(np.float32)

@@ -121,7 +121,11 @@ def lower_matmul(a, b):
 
 
 def _clear_strict_upper(H, block=256):
-    """Zero the strict upper triangle of the NumPy matrix ``H`` in place, in row blocks."""
+    """Zero the strict upper triangle of the NumPy matrix ``H`` in place, in row blocks.
+
+    Assigns rather than multiplies by a mask: the triangle may hold unwritten memory, whose NaN
+    or Inf would survive a multiplication by zero.
+    """
     import numpy as np
 
     n1, n2 = H.shape
@@ -130,7 +134,7 @@ def _clear_strict_upper(H, block=256):
         H[r0:r1, r1:] = 0
         if r0 < n2:
             blk = H[r0:r1, r0:min(r1, n2)]
-            blk *= np.tri(r1 - r0, blk.shape[1], dtype=H.dtype)
+            np.copyto(blk, 0, where=~np.tri(r1 - r0, blk.shape[1], dtype=bool))
 
 
 def _raw_cholesky(xp, A, shift=0.0):
