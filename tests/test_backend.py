@@ -377,11 +377,10 @@ def test_lower_matmul_clears_unwritten_memory_holding_nan(monkeypatch, n1, n2):
     # wrote may hold NaN, which must not survive in the upper triangle (NaN * 0 is NaN).
     rng = np.random.default_rng(14)
     a, b = rng.standard_normal((n1, 40)), rng.standard_normal((40, n2))
-    real_empty = np.empty
     monkeypatch.setattr(np, "empty", lambda shape, dtype=float, **kw:
                         np.full(shape, np.nan, dtype=dtype))
     low = B.lower_matmul(a, b)
-    monkeypatch.setattr(np, "empty", real_empty)
+    monkeypatch.undo()
     assert np.all(np.isfinite(low))
     np.testing.assert_allclose(low, np.tril(a @ b), rtol=0, atol=1e-12 * np.abs(a @ b).max())
 

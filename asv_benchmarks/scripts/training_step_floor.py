@@ -6,8 +6,9 @@ The step is the one of ``svgp_vs_gpytorch.py train`` (batch 256, d = 2, Matern-5
 msMINRES rtol 1e-3 unless given, natural gradients gamma 0.1 + Adam, float64). It counts the
 columns of every product with the (m, m) kernel matrix, by the phase that asked for it, and
 converts them into GEMMs of (m, m) x (m, 256); the CIQ backward pass adds one
-(m, 15 * 256) x (15 * 256, m) product for the cotangent of K_ZZ. The sum of those products at the measured GEMM speed is a floor that no
-implementation of the same algorithm (same iteration counts) can beat on this machine.
+(m, 15 * 256) x (15 * 256, m) product for the cotangent of K_ZZ. The sum of those products at
+the measured GEMM speed is a floor that no implementation of the same algorithm (same iteration
+counts) can beat on this machine.
 Run it on a quiet machine: it prints times.
 """
 import collections
