@@ -1,0 +1,392 @@
+"""Exact inference in a hidden Markov model: forward-backward and Viterbi.
+
+Both run as associative (parallel-prefix) scans over time (Sarkka & Garcia-Fernandez 2021,
+"Temporal parallelization of Bayesian smoothers", IEEE TAC 66(1)): the forward messages are prefix
+products of the per-step matrices ``E_t(i, j) = A(i, j) p(y_t | x_t = j)`` and the backward
+messages suffix products, so T steps take O(log T) batched array operations instead of a Python
+loop of T steps. The sequential recursions are kept (``method="sequential"``) as the reference
+the tests compare against.
+
+Numerics. Forward-backward works in the log domain with the log-sum-exp shift applied per row:
+each scan element is stored as a matrix whose rows sum to 1 and a log scale per row, so
+``log E(i, j) = c_i + log P(i, j)``. Combining two elements is then one batched matmul, a row
+maximum and a log of K numbers, instead of K^3 exponentials of a naive log-space matmul; the log
+normaliser never under- or overflows however long the chain. What the stored form drops are
+probabilities more than ``1 / tiny`` (about 1e308 in float64, 1e38 in float32) below the largest
+one *in the same row*; with transition matrices whose entries are bounded away from zero (as
+expected log parameters of a Dirichlet posterior always are) such terms cannot affect a marginal.
+Viterbi works directly in the (max, +) semiring, which needs no exponentials at all.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from gpnum.backend import device_of, get_namespace, is_array
+from gpnum.errors import ShapeError, describe_shape
+from gpnum.hmm._scan import associative_scan
+
+__all__ = ["ForwardBackwardResult", "forward_backward", "viterbi"]
+
+
+class ForwardBackwardResult(NamedTuple):
+    """Posterior of the hidden states given the per-step log likelihoods.
+
+    Attributes
+    ----------
+    marginals : array (..., T, K)
+        ``q(x_t = k)``: each row sums to one.
+    pairwise : array (..., K, K)
+        ``sum_t w_t q(x_{t-1} = i, x_t = j)`` over ``t = 1 .. T-1`` (``w_t = 1`` unless
+        ``transition_weights`` were given): the expected transition counts, summed from the
+        pairwise marginals (not from products of single-site ones).
+    log_normalizer : array (...)
+        ``log sum_x pi(x_0) p(y_0|x_0) prod_t A(x_{t-1}, x_t) p(y_t|x_t)``.
+    """
+
+    marginals: object
+    pairwise: object
+    log_normalizer: object
+
+
+# ------------------------------------------------------------------------------- checking
+def _check_inputs(log_pi, log_A, log_lik, transition_weights=None):
+    for name, a in (("log_pi", log_pi), ("log_A", log_A), ("log_lik", log_lik)):
+        if not is_array(a):
+            raise TypeError(f"{name}: expected an array, got {type(a).__name__}")
+    xp = get_namespace(log_pi, log_A, log_lik)
+    if log_lik.ndim < 2:
+        raise ShapeError(f"log_lik: expected shape (..., T, K), got {describe_shape(log_lik.shape)}")
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
+    if K < 1:
+        raise ValueError(f"log_lik: expected at least one state (K >= 1), got K = {K}")
+    if T < 1:
+        raise ValueError(f"log_lik: expected at least one time step, got T = {T}")
+    if log_A.ndim != 2 or log_A.shape != (K, K):
+        raise ShapeError(f"log_A: expected shape ({K}, {K}), got {describe_shape(log_A.shape)}")
+    if log_pi.ndim < 1 or log_pi.shape[-1] != K:
+        raise ShapeError(f"log_pi: expected shape (..., {K}), got {describe_shape(log_pi.shape)}")
+    batch, pi_batch = log_lik.shape[:-2], log_pi.shape[:-1]
+    if len(pi_batch) > len(batch) or any(
+            p != 1 and p != b for p, b in zip(pi_batch[::-1], batch[::-1])):
+        raise ShapeError(f"log_pi: expected a shape that broadcasts to {describe_shape(batch + (K,))}"
+                         f", got {describe_shape(log_pi.shape)}")
+    for name, a in (("log_pi", log_pi), ("log_A", log_A), ("log_lik", log_lik)):
+        if not xp.isdtype(a.dtype, "real floating"):
+            raise TypeError(f"{name}: expected a real floating dtype, got {a.dtype}")
+    # One reduction and one synchronisation at the boundary; -inf (probability 0) is allowed.
+    if bool(xp.any(xp.isnan(log_lik)) | xp.any(xp.isnan(log_A)) | xp.any(xp.isnan(log_pi))):
+        raise ValueError("log_pi, log_A, log_lik: expected no NaN values, got NaN")
+    if transition_weights is not None:
+        if not is_array(transition_weights):
+            raise TypeError("transition_weights: expected an array of shape (..., T - 1), got "
+                            f"{type(transition_weights).__name__}")
+        if transition_weights.ndim < 1 or transition_weights.shape[-1] != T - 1:
+            raise ShapeError(f"transition_weights: expected shape (..., {T - 1}), got "
+                             f"{describe_shape(transition_weights.shape)}")
+    return xp
+
+
+# ------------------------------------------------------------------------------ utilities
+def _safe_log(xp, x):
+    """``log(x)`` for ``x >= 0`` with ``log(0) = -inf`` and no divide-by-zero warning."""
+    positive = x > 0.0
+    return xp.where(positive, xp.log(xp.where(positive, x, xp.ones_like(x))),
+                    xp.full_like(x, -float("inf")))
+
+
+def _finite_or_zero(xp, m):
+    return xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+
+
+def logsumexp(xp, a, axis=-1):
+    """``log(sum(exp(a), axis))`` without overflow; all ``-inf`` gives ``-inf``."""
+    m = _finite_or_zero(xp, xp.max(a, axis=axis, keepdims=True))
+    s = xp.sum(xp.exp(a - m), axis=axis)
+    return _safe_log(xp, s) + xp.squeeze(m, axis=axis)
+
+
+# ------------------------------------------------------------------- the (sum, x) scan
+def _combine_product(a, b):
+    """Product ``E_a @ E_b`` of row-scaled elements ``(P, c)``: ``E(i, j) = exp(c_i) P(i, j)``.
+
+    ``P`` is (..., m, K, K) with rows summing to 1 (or an all-zero row, ``c = -inf``), ``c``
+    (..., m, K). The later operand's row scales are folded into the matmul relative to their
+    maximum, and the result's rows are renormalised (by their sums: a sum over a short last
+    axis is twice as fast as a maximum in NumPy, and any bounded row scale will do).
+    """
+    P1, c1 = a
+    P2, c2 = b
+    xp = get_namespace(P1)
+    shift = _finite_or_zero(xp, xp.max(c2, axis=-1, keepdims=True))  # (..., m, 1)
+    middle = xp.exp(c2 - shift)  # weights of the summed-over index, <= 1
+    P = xp.matmul(P1 * middle[..., None, :], P2)
+    row_sum = xp.sum(P, axis=-1)
+    nonzero = row_sum > 0.0
+    safe = xp.where(nonzero, row_sum, xp.ones_like(row_sum))
+    c = xp.where(nonzero, c1 + shift + xp.log(safe), xp.full_like(c1, -float("inf")))
+    return P / safe[..., None], c
+
+
+def _combine_product_reversed(a, b):
+    """The suffix-scan operation: for reversed sequences the later operand multiplies first."""
+    return _combine_product(b, a)
+
+
+def _step_elements(xp, log_pi, log_A, log_lik):
+    """Row-scaled elements of the forward scan.
+
+    ``E_0(i, j) = pi(j) p(y_0 | j)`` (all rows equal) and ``E_t(i, j) = A(i, j) p(y_t | j)``.
+
+    Returns
+    -------
+    P, c : arrays (..., T, K, K), (..., T, K)
+        The elements in row-scaled form (rows need not have maximum exactly 1: any bounded
+        scale is valid; the combines renormalise).
+    lik : array (..., T, K)
+        ``exp(log_lik - m_t)`` with ``m_t = max_k log_lik[t, k]`` (also returned).
+    lik_shift : array (..., T)
+        ``m_t``.
+    A : array (K, K)
+        ``exp(log_A - r_i)`` with ``r_i`` the row maxima of ``log_A``; ``A_shift`` = ``r``.
+    """
+    K = log_lik.shape[-1]
+    lik_shift = _finite_or_zero(xp, xp.max(log_lik, axis=-1))
+    lik = xp.exp(log_lik - lik_shift[..., None])
+    A_shift = _finite_or_zero(xp, xp.max(log_A, axis=-1))
+    A = xp.exp(log_A - A_shift[:, None])
+    pi_shift = _finite_or_zero(xp, xp.max(log_pi, axis=-1))
+    pi = xp.exp(log_pi - pi_shift[..., None])
+    batch = log_lik.shape[:-2]
+    T = log_lik.shape[-2]
+    P0 = (pi[..., None, :] * _range_t(lik, 0, 1)[..., 0, :][..., None, :])
+    P0 = xp.broadcast_to(P0, batch + (K, K))
+    c0 = xp.broadcast_to((pi_shift + lik_shift[..., 0])[..., None], batch + (K,))
+    if T == 1:
+        return P0[..., None, :, :], c0[..., None, :], lik, lik_shift, A
+    rest_lik = _range_t(lik, 1, T)
+    P_rest = A * rest_lik[..., :, None, :]  # (..., T-1, K, K)
+    c_rest = _range_t(lik_shift, 1, T, axis=-1)[..., None] + A_shift  # (..., T-1, K)
+    P = xp.concat([P0[..., None, :, :], P_rest], axis=-3)
+    c = xp.concat([c0[..., None, :], c_rest], axis=-2)
+    return P, c, lik, lik_shift, A
+
+
+def _range_t(a, start, stop, axis=-2):
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(start, stop)
+    return a[tuple(index)]
+
+
+def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
+    P, c, lik, lik_shift, A = _step_elements(xp, log_pi, log_A, log_lik)
+    PF, cF = associative_scan(xp, _combine_product, (P, c), (-3, -2))
+    alpha = PF[..., 0, :]  # (..., T, K): forward messages up to a per-t scale exp(cF[..., 0])
+    last = alpha[..., T - 1, :]
+    log_normalizer = cF[..., T - 1, 0] + _safe_log(xp, xp.sum(last, axis=-1))
+
+    batch = log_lik.shape[:-2]
+    if T == 1:
+        beta = xp.ones(batch + (1, K), dtype=log_lik.dtype, device=device_of(log_lik))
+    else:
+        # Suffix products S_t = E_{t+1} ... E_{T-1}: a prefix scan of the reversed elements.
+        Pr = xp.flip(_range_t(P, 1, T, axis=-3), axis=-3)
+        cr = xp.flip(_range_t(c, 1, T, axis=-2), axis=-2)
+        PS, cS = associative_scan(xp, _combine_product_reversed, (Pr, cr), (-3, -2))
+        PS = xp.flip(PS, axis=-3)
+        cS = xp.flip(cS, axis=-2)
+        # beta_t(i) = sum_k S_t(i, k), scaled per t by its largest row scale.
+        shift = _finite_or_zero(xp, xp.max(cS, axis=-1, keepdims=True))
+        beta_head = xp.sum(PS, axis=-1) * xp.exp(cS - shift)  # (..., T-1, K)
+        ones = xp.ones(batch + (1, K), dtype=log_lik.dtype, device=device_of(log_lik))
+        beta = xp.concat([beta_head, ones], axis=-2)
+
+    g = alpha * beta
+    marginals = g / xp.sum(g, axis=-1, keepdims=True)
+
+    if T == 1:
+        pairwise = xp.zeros(batch + (K, K), dtype=log_lik.dtype, device=device_of(log_lik))
+    else:
+        # xi_t(i, j) = a_{t-1}(i) A(i, j) b_t(j) / n_t with b_t = lik_t * beta_t and
+        # n_t = a_{t-1}^T A b_t; the sum over t is one (K, T) @ (T, K) product per batch.
+        # One global shift of log_A (the elements' per-row shifts would weight the rows).
+        A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
+        a_prev = _range_t(alpha, 0, T - 1)
+        b_next = _range_t(lik, 1, T) * _range_t(beta, 1, T)
+        n = xp.sum(xp.matmul(a_prev, A) * b_next, axis=-1)  # (..., T-1)
+        n = xp.where(n > 0.0, n, xp.ones_like(n))
+        coef = 1.0 / n if transition_weights is None else transition_weights / n
+        pairwise = A * xp.matmul(xp.matrix_transpose(a_prev * coef[..., None]), b_next)
+    return ForwardBackwardResult(marginals, pairwise, log_normalizer)
+
+
+def _forward_backward_sequential(xp, log_pi, log_A, log_lik, transition_weights):
+    """The textbook log-space recursions, one Python step per time step (the reference)."""
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
+    log_alpha = [log_pi + log_lik[..., 0, :]]
+    for t in range(1, T):
+        prev = log_alpha[-1]
+        log_alpha.append(logsumexp(xp, prev[..., :, None] + log_A, axis=-2) + log_lik[..., t, :])
+    zero = xp.zeros_like(log_lik[..., 0, :])
+    log_beta = [zero]
+    for t in range(T - 1, 0, -1):
+        nxt = log_lik[..., t, :] + log_beta[0]
+        log_beta.insert(0, logsumexp(xp, log_A + nxt[..., None, :], axis=-1))
+    la = xp.stack(log_alpha, axis=-2)
+    lb = xp.stack(log_beta, axis=-2)
+    log_normalizer = logsumexp(xp, la[..., T - 1, :], axis=-1)
+    marginals = xp.exp(la + lb - log_normalizer[..., None, None])
+    pairwise = xp.zeros(log_lik.shape[:-2] + (K, K), dtype=log_lik.dtype,
+                        device=device_of(log_lik))
+    for t in range(1, T):
+        log_xi = (la[..., t - 1, :][..., :, None] + log_A
+                  + (log_lik[..., t, :] + lb[..., t, :])[..., None, :]
+                  - log_normalizer[..., None, None])
+        xi = xp.exp(log_xi)
+        if transition_weights is not None:
+            xi = xi * transition_weights[..., t - 1][..., None, None]
+        pairwise = pairwise + xi
+    return ForwardBackwardResult(marginals, pairwise, log_normalizer)
+
+
+def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method="scan",
+                     check=True):
+    """Posterior state marginals of a hidden Markov model, in log space, batched.
+
+    Parameters
+    ----------
+    log_pi : array (..., K)
+        Log initial-state weights (broadcast against the batch axes of ``log_lik``); need not
+        be normalised (expected log parameters of a Dirichlet posterior are not).
+    log_A : array (K, K)
+        Log transition weights, ``log_A[i, j]`` for ``x_{t-1} = i -> x_t = j``; ``-inf``
+        allowed (forbidden transitions).
+    log_lik : array (..., T, K)
+        ``log p(y_t | x_t = k)``; leading axes batch independent chains (e.g. many subchains).
+    transition_weights : array (..., T - 1), optional
+        Weights ``w_t`` of the pairwise marginals in ``pairwise`` (for scaled subchain
+        statistics); default all ones.
+    method : {"scan", "sequential"}
+        ``"scan"`` (default): associative scans over time, O(log T) depth (Sarkka &
+        Garcia-Fernandez 2021). ``"sequential"``: the textbook log-space recursions with a
+        Python loop over T, kept as the reference.
+    check : bool
+        Validate shapes, dtypes and NaN (one host synchronisation). Internal callers that have
+        validated their data pass ``False``.
+
+    Returns
+    -------
+    ForwardBackwardResult
+        ``marginals`` (..., T, K), ``pairwise`` (..., K, K) (summed over t), ``log_normalizer``
+        (...).
+
+    Raises
+    ------
+    ShapeError, TypeError, ValueError
+        Wrong shapes or dtypes, no states or steps, or NaN in the inputs.
+    """
+    if check:
+        xp = _check_inputs(log_pi, log_A, log_lik, transition_weights)
+    else:
+        xp = get_namespace(log_pi, log_A, log_lik)
+    if method == "scan":
+        return _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights)
+    if method == "sequential":
+        return _forward_backward_sequential(xp, log_pi, log_A, log_lik, transition_weights)
+    raise ValueError(f"method: expected 'scan' or 'sequential', got {method!r}")
+
+
+# ------------------------------------------------------------------------------- Viterbi
+def _combine_max_plus(a, b):
+    """(max, +) product ``out(i, k) = max_j a(i, j) + b(j, k)`` of (..., m, K, K) arrays.
+
+    A loop over the K middle indices keeps memory at O(m K^2) (a broadcast would need m K^3).
+    """
+    (L1,), (L2,) = a, b
+    xp = get_namespace(L1)
+    K = L1.shape[-1]
+    out = L1[..., :, 0:1] + L2[..., 0:1, :]
+    for j in range(1, K):
+        out = xp.maximum(out, L1[..., :, j:j + 1] + L2[..., j:j + 1, :])
+    return (out,)
+
+
+def _compose_maps(a, b):
+    """Composition of state maps (..., m, K) -> (..., m, K): apply ``a`` first, then ``b``."""
+    (f,), (g,) = a, b
+    xp = get_namespace(f)
+    return (xp.take_along_axis(g, f, axis=-1),)
+
+
+def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
+    """Most probable state path (max-product), batched over leading axes.
+
+    Parameters
+    ----------
+    log_pi : array (..., K)
+        Log initial-state weights.
+    log_A : array (K, K)
+        Log transition weights.
+    log_lik : array (..., T, K)
+        Per-step log likelihoods.
+    method : {"scan", "sequential"}
+        ``"scan"``: the (max, +) prefix scan for the path scores and a scan of composed
+        back-pointer maps for the back-tracking, both O(log T) depth. ``"sequential"``: the
+        textbook loop (reference).
+    check : bool
+        Validate the inputs (one host synchronisation).
+
+    Returns
+    -------
+    path : array (..., T) of int64
+        The maximising state sequence (ties broken towards the lower state index).
+    log_prob : array (...)
+        ``max_x log [pi(x_0) p(y_0|x_0) prod_t A(x_{t-1}, x_t) p(y_t|x_t)]``.
+    """
+    if check:
+        xp = _check_inputs(log_pi, log_A, log_lik)
+    else:
+        xp = get_namespace(log_pi, log_A, log_lik)
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
+    batch = log_lik.shape[:-2]
+    if method == "sequential":
+        deltas = [log_pi + log_lik[..., 0, :]]
+        pointers = []
+        for t in range(1, T):
+            scores = deltas[-1][..., :, None] + log_A  # (..., K, K)
+            pointers.append(xp.argmax(scores, axis=-2))
+            deltas.append(xp.max(scores, axis=-2) + log_lik[..., t, :])
+        state = xp.argmax(deltas[-1], axis=-1)
+        path = [state]
+        for t in range(T - 1, 0, -1):
+            state = xp.squeeze(xp.take_along_axis(pointers[t - 1], state[..., None], axis=-1),
+                               axis=-1)
+            path.insert(0, state)
+        return xp.astype(xp.stack(path, axis=-1), xp.int64), xp.max(deltas[-1], axis=-1)
+    if method != "scan":
+        raise ValueError(f"method: expected 'scan' or 'sequential', got {method!r}")
+
+    first = xp.broadcast_to((log_pi + log_lik[..., 0, :])[..., None, :], batch + (K, K))
+    if T > 1:
+        rest = log_A + _range_t(log_lik, 1, T)[..., :, None, :]
+        elems = xp.concat([first[..., None, :, :], rest], axis=-3)
+    else:
+        elems = first[..., None, :, :]
+    (prefix,) = associative_scan(xp, _combine_max_plus, (elems,), (-3,))
+    delta = prefix[..., 0, :]  # (..., T, K): best score of a path ending in each state
+    last = xp.argmax(delta[..., T - 1, :], axis=-1)  # (...)
+    log_prob = xp.max(delta[..., T - 1, :], axis=-1)
+    if T == 1:
+        return xp.astype(last[..., None], xp.int64), log_prob
+    # Back-pointer maps bp_t(k) = argmax_i delta_{t-1}(i) + A(i, k), t = 1 .. T-1, and their
+    # suffix compositions G_t = bp_{t+1} o ... o bp_{T-1} by a scan of the reversed maps.
+    scores = _range_t(delta, 0, T - 1)[..., :, None] + log_A
+    pointers = xp.astype(xp.argmax(scores, axis=-2), xp.int64)  # (..., T-1, K)
+    (composed,) = associative_scan(xp, _compose_maps, (xp.flip(pointers, axis=-2),), (-2,))
+    composed = xp.flip(composed, axis=-2)  # G_0 .. G_{T-2}
+    last64 = xp.astype(last, xp.int64)
+    index = xp.broadcast_to(last64[..., None, None], composed.shape[:-1] + (1,))
+    head = xp.squeeze(xp.take_along_axis(composed, index, axis=-1), axis=-1)
+    path = xp.concat([head, last64[..., None]], axis=-1)
+    return path, log_prob

@@ -1,0 +1,365 @@
+"""Emission families: Gaussian (Normal-inverse-Wishart or Normal-Gamma) and categorical (Dirichlet).
+
+Natural parameters (all linear in the sufficient statistics, so that the SVI step is a convex
+combination of them):
+
+- Gaussian, full covariance, ``q(mu_k, Sigma_k) = NIW(m, kappa, nu, Psi)``: ``kappa``,
+  ``h = kappa m``, ``Q = Psi + kappa m m^T``, ``nu``; statistics ``N_k = sum_t g_tk``,
+  ``sum_t g_tk y_t``, ``sum_t g_tk y_t y_t^T``, ``N_k``.
+- Gaussian, diagonal, ``q(mu_kd, lambda_kd) = N(m, (kappa lambda)^-1) Gamma(a, b)``: ``kappa``,
+  ``h = kappa m``, ``Q = 2 b + kappa m^2``, ``nu = 2 a``; statistics as above with ``y_t^2``.
+- Categorical, ``q(B_k) = Dir(beta_k)``: ``beta``; statistics ``sum_t g_tk [y_t = m]``.
+
+Expected log likelihoods (Bishop 2006, 10.64-10.65; Beal 2003, ch. 3):
+``E log N(y | mu, Sigma) = -D/2 log 2 pi + 1/2 E log|Lambda| - D / (2 kappa)
+- nu / 2 (y - m)^T Psi^-1 (y - m)`` with ``E log|Lambda| = sum_d psi((nu - d + 1) / 2) + D log 2
+- log|Psi|``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import asarray, default_dtype, device_of, get_namespace, is_array
+from gpnum.errors import ShapeError, check_finite, check_int, check_positive, describe_shape
+from gpnum.hmm._base import HMMBase
+from gpnum.hmm._special import digamma, lgamma, multidigamma, multigammaln
+
+__all__ = ["GaussianHMM", "CategoricalHMM"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+#: Rows used to seed the Gaussian emissions by k-means (evenly spaced over the chain).
+_INIT_ROWS = 20000
+
+
+class GaussianHMM(HMMBase):
+    """HMM with Gaussian emissions, conjugate mean-field variational Bayes.
+
+    Parameters
+    ----------
+    num_states : int
+        ``K >= 1`` hidden states.
+    dim : int
+        ``D >= 1`` observation dimensions.
+    covariance : {"full", "diag"}
+        Normal-inverse-Wishart prior on ``(mu_k, Sigma_k)`` (full) or Normal-Gamma on each
+        dimension (diagonal).
+    seed : int
+        Seed of the initialisation (k-means++) and, by default, of the SVI subchain draws.
+    init_concentration, transition_concentration : float
+        Dirichlet prior concentrations of ``pi`` and of each row of ``A``.
+    mean_prior : array (D,), optional
+        ``m_0``; default the data mean.
+    mean_precision : float
+        ``kappa_0`` (pseudo-observations of the means).
+    dof : float, optional
+        ``nu_0 > D - 1``; default ``D + 2`` (for ``"diag"``: ``nu_0 = 2 a_0``, default 3).
+    scale : array (D,), optional
+        Diagonal of ``Psi_0`` (full) or ``2 b_0`` (diag), so that the prior mean of the
+        covariance is about ``scale / (nu_0 - D - 1)``; default the data variances.
+
+    Notes
+    -----
+    Fitted attributes: ``prior_`` and ``posterior_`` (natural parameters, see the module
+    docstring), and through :meth:`means`, :meth:`covariances`.
+    """
+
+    def __init__(self, num_states, dim, *, covariance="full", seed=0, init_concentration=1.0,
+                 transition_concentration=1.0, mean_prior=None, mean_precision=1.0, dof=None,
+                 scale=None):
+        super().__init__(num_states, seed=seed, init_concentration=init_concentration,
+                         transition_concentration=transition_concentration)
+        self.dim = check_int(dim, "dim", minimum=1, expected="an integer >= 1 (observation size)")
+        if covariance not in ("full", "diag"):
+            raise ValueError(f"covariance: expected 'full' or 'diag', got {covariance!r}")
+        self.covariance = covariance
+        self.mean_prior = mean_prior
+        self.mean_precision = check_positive(mean_precision, "mean_precision")
+        D = self.dim
+        default_dof = D + 2.0 if covariance == "full" else 3.0
+        self.dof = default_dof if dof is None else check_positive(dof, "dof")
+        if covariance == "full" and self.dof <= D - 1:
+            raise ValueError(f"dof: expected a number > D - 1 = {D - 1}, got {dof!r}")
+        self.scale = scale
+
+    # ------------------------------------------------------------------------ checks
+    def _check_data(self, Y):
+        if not is_array(Y):
+            raise TypeError(f"Y: expected an array of shape (T, {self.dim}), got "
+                            f"{type(Y).__name__}")
+        xp = get_namespace(Y)
+        if Y.ndim == 1 and self.dim == 1:
+            Y = Y[:, None]
+        if Y.ndim != 2 or Y.shape[1] != self.dim:
+            raise ShapeError(f"Y: expected shape (T, {self.dim}), got {describe_shape(Y.shape)}")
+        if Y.shape[0] < 1:
+            raise ValueError("Y: expected at least one time step, got T = 0")
+        if not xp.isdtype(Y.dtype, "real floating"):
+            raise TypeError(f"Y: expected a real floating dtype, got {Y.dtype}")
+        check_finite(xp, Y, "Y")  # names NaN
+        return Y
+
+    # ------------------------------------------------------------------------ priors
+    def _emission_prior(self, Y):
+        xp, dev = get_namespace(Y), device_of(Y)
+        K, D = self.num_states, self.dim
+        mean = xp.mean(Y, axis=0)
+        var = xp.var(Y, axis=0) if Y.shape[0] > 1 else xp.ones_like(mean)
+        var = xp.where(var > 0.0, var, xp.ones_like(var))
+        m0 = mean if self.mean_prior is None else self._vector(self.mean_prior, Y, "mean_prior")
+        scale = var if self.scale is None else self._vector(self.scale, Y, "scale")
+        if not bool(xp.all(scale > 0.0)):
+            raise ValueError("scale: expected positive values")
+        kappa0 = self.mean_precision
+        ones = xp.ones((K,), dtype=Y.dtype, device=dev)
+        h0 = xp.broadcast_to(kappa0 * m0, (K, D))
+        if self.covariance == "full":
+            Psi0 = xp.eye(D, dtype=Y.dtype, device=dev) * scale[None, :]
+            Q0 = Psi0 + kappa0 * (m0[:, None] * m0[None, :])
+            Q0 = xp.broadcast_to(Q0, (K, D, D))
+        else:
+            Q0 = xp.broadcast_to(scale + kappa0 * m0 * m0, (K, D))
+        return {"kappa": kappa0 * ones, "h": h0, "Q": Q0, "nu": self.dof * ones}
+
+    def _vector(self, value, Y, name):
+        v = asarray(value, dtype=Y.dtype, like=Y)
+        if v.shape != (self.dim,):
+            raise ShapeError(f"{name}: expected shape ({self.dim},), got {describe_shape(v.shape)}")
+        return v
+
+    def _emission_init(self, Y, rng):
+        """Hard assignments of evenly spaced rows to k-means centres, scaled to the chain."""
+        from gpnum.inducing import kmeans  # k-means++ and Lloyd, any backend
+
+        xp, dev = get_namespace(Y), device_of(Y)
+        T, K = Y.shape[0], self.num_states
+        stride = max(1, T // _INIT_ROWS)
+        sub = Y[0:T:stride, :]
+        n = sub.shape[0]
+        # Jitter breaks exact ties so that k-means++ finds K distinct rows in discrete data.
+        noise = rng.normal(sub.shape, dtype=Y.dtype) * (1e-6 * xp.sqrt(xp.mean(xp.var(sub, axis=0)) + 1e-30))
+        sub = sub + noise
+        if n >= K:
+            centres = kmeans(sub, K, seed=self.seed, num_iter=20)
+        else:
+            centres = xp.take(sub, xp.asarray([i % n for i in range(K)], device=dev), axis=0)
+        d2 = (xp.sum(sub * sub, axis=1)[:, None] - 2.0 * (sub @ xp.matrix_transpose(centres))
+              + xp.sum(centres * centres, axis=1)[None, :])
+        labels = xp.argmin(d2, axis=1)
+        onehot = xp.astype(labels[:, None] == xp.arange(K, device=dev)[None, :], Y.dtype)
+        stats = self._emission_statistics(onehot * (float(T) / n), sub)
+        return {key: self.prior_[key] + stats[key] for key in stats}
+
+    # ---------------------------------------------------------------- conversions
+    def _standard(self):
+        """``(kappa, m, S, nu)`` with ``S = Psi`` (full, (K, D, D)) or ``2 b`` (diag, (K, D))."""
+        w = self.posterior_
+        return self._standard_of(w)
+
+    def _standard_of(self, w):
+        xp = get_namespace(w["kappa"])
+        kappa, nu = w["kappa"], w["nu"]
+        m = w["h"] / kappa[:, None]
+        if self.covariance == "full":
+            S = w["Q"] - kappa[:, None, None] * (m[:, :, None] * m[:, None, :])
+            S = 0.5 * (S + xp.matrix_transpose(S))
+        else:
+            S = w["Q"] - kappa[:, None] * m * m
+        return kappa, m, S, nu
+
+    def means(self):
+        """Posterior means of the state means, (K, D)."""
+        self._require_fitted()
+        return self._standard()[1]
+
+    def covariances(self):
+        """Plug-in covariances ``E[Lambda]^-1`` (``Psi / nu``; diag ``b / a``), (K, D, D) or (K, D)."""
+        self._require_fitted()
+        kappa, m, S, nu = self._standard()
+        return S / (nu[:, None, None] if self.covariance == "full" else nu[:, None])
+
+    # -------------------------------------------------------------- expectations
+    def _quadratic(self, Y, m, S):
+        """``(y_t - m_k)^T S_k^-1 (y_t - m_k)`` (T, K) and ``log|S_k|`` (K,)."""
+        xp = get_namespace(Y)
+        if self.covariance == "full":
+            L = xp.linalg.cholesky(S)  # (K, D, D)
+            Linv = xp.linalg.inv(L)
+            # K large GEMMs (T, D) @ (D, D) on differences keeps float32 accurate away from 0.
+            diff = Y[None, :, :] - m[:, None, :]  # (K, T, D)
+            z = xp.matmul(diff, xp.matrix_transpose(Linv))
+            quad = xp.matrix_transpose(xp.sum(z * z, axis=-1))  # (T, K)
+            logdet = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
+        else:
+            diff = Y[:, None, :] - m[None, :, :]  # (T, K, D)
+            quad = xp.sum(diff * diff / S[None, :, :], axis=-1)
+            logdet = xp.sum(xp.log(S), axis=-1)
+        return quad, logdet
+
+    def _expected_log_lik(self, Y):
+        D = self.dim
+        kappa, m, S, nu = self._standard()
+        quad, logdet_S = self._quadratic(Y, m, S)
+        if self.covariance == "full":
+            # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi|
+            e_logdet = multidigamma(0.5 * nu, D) + D * math.log(2.0) - logdet_S
+            return (-0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+                    - 0.5 * nu * quad)
+        # lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b, E lambda = a/b.
+        a = 0.5 * nu
+        e_logdet = D * digamma(a) - (logdet_S - D * math.log(2.0))
+        return (-0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+                - 0.5 * nu * quad)  # a / b = nu / S
+
+    def _mean_log_lik(self, Y):
+        D = self.dim
+        kappa, m, S, nu = self._standard()
+        quad, logdet_S = self._quadratic(Y, m, S)
+        # Plug-in covariance S / nu: (y - m)^T (S / nu)^-1 (y - m) = nu quad, log|S / nu|.
+        logdet_cov = logdet_S - D * get_namespace(nu).log(nu)
+        return -0.5 * D * _LOG_2PI - 0.5 * logdet_cov - 0.5 * nu * quad
+
+    def _emission_statistics(self, weights, Y):
+        xp = get_namespace(Y)
+        N = xp.sum(weights, axis=0)
+        wT = xp.matrix_transpose(weights)  # (K, n)
+        S1 = wT @ Y
+        if self.covariance == "full":
+            n, D = Y.shape
+            outer = xp.reshape(Y[:, :, None] * Y[:, None, :], (n, D * D))
+            S2 = xp.reshape(wT @ outer, (self.num_states, D, D))
+        else:
+            S2 = wT @ (Y * Y)
+        return {"kappa": N, "h": S1, "Q": S2, "nu": N}
+
+    def _emission_kl(self):
+        xp = get_namespace(self.posterior_["kappa"])
+        D = self.dim
+        kappa, m, S, nu = self._standard()
+        kappa0, m0, S0, nu0 = self._standard_of(self.prior_)
+        dm = m - m0
+        if self.covariance == "full":
+            L = xp.linalg.cholesky(S)
+            Linv = xp.linalg.inv(L)
+            S_inv = xp.matrix_transpose(Linv) @ Linv
+            logdet = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
+            logdet0 = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(xp.linalg.cholesky(S0))), axis=-1)
+            trace = xp.sum(S0 * S_inv, axis=(-2, -1))
+            # KL(W(nu, Psi^-1) || W(nu0, Psi0^-1)) for the precision, then the means given it.
+            kl_w = (0.5 * (nu - nu0) * multidigamma(0.5 * nu, D) + 0.5 * nu0 * (logdet - logdet0)
+                    + 0.5 * nu * (trace - D) - multigammaln(0.5 * nu, D)
+                    + multigammaln(0.5 * nu0, D))
+            quad = xp.sum(dm * xp.squeeze(S_inv @ dm[:, :, None], axis=-1), axis=-1)
+            kl_m = 0.5 * (D * kappa0 / kappa - D + D * xp.log(kappa / kappa0)
+                          + kappa0 * nu * quad)
+            return xp.sum(kl_w + kl_m)
+        a, a0 = 0.5 * nu[:, None], 0.5 * nu0[:, None]
+        b, b0 = 0.5 * S, 0.5 * S0
+        kl_g = ((a - a0) * digamma(a) - lgamma(a) + lgamma(a0) + a0 * (xp.log(b) - xp.log(b0))
+                + a * (b0 - b) / b)
+        kl_m = 0.5 * (kappa0[:, None] / kappa[:, None] - 1.0 + xp.log(kappa[:, None] / kappa0[:, None])
+                      + kappa0[:, None] * (a / b) * dm * dm)
+        return xp.sum(kl_g + kl_m)
+
+
+class CategoricalHMM(HMMBase):
+    """HMM with categorical emissions and Dirichlet priors on the emission rows.
+
+    Parameters
+    ----------
+    num_states : int
+        ``K >= 1`` hidden states.
+    num_symbols : int
+        ``M >= 1`` symbols; observations are integers in ``[0, M)``.
+    seed : int
+        Seed of the initialisation and, by default, of the SVI subchain draws.
+    init_concentration, transition_concentration, emission_concentration : float
+        Dirichlet prior concentrations.
+    dtype : str, optional
+        Floating dtype of the parameters (``"float32"`` or ``"float64"``); default
+        ``GPNUM_DTYPE``.
+    """
+
+    def __init__(self, num_states, num_symbols, *, seed=0, init_concentration=1.0,
+                 transition_concentration=1.0, emission_concentration=1.0, dtype=None):
+        super().__init__(num_states, seed=seed, init_concentration=init_concentration,
+                         transition_concentration=transition_concentration)
+        self.num_symbols = check_int(num_symbols, "num_symbols", minimum=1,
+                                     expected="an integer >= 1 (the number of symbols)")
+        self.emission_concentration = check_positive(emission_concentration,
+                                                     "emission_concentration")
+        if dtype not in (None, "float32", "float64"):
+            raise ValueError(f"dtype: expected 'float32' or 'float64', got {dtype!r}")
+        self.dtype = dtype
+
+    def _check_data(self, Y):
+        if not is_array(Y):
+            raise TypeError(f"Y: expected an integer array of shape (T,), got {type(Y).__name__}")
+        xp = get_namespace(Y)
+        if Y.ndim == 2 and Y.shape[1] == 1:
+            Y = Y[:, 0]
+        if Y.ndim != 1:
+            raise ShapeError(f"Y: expected shape (T,), got {describe_shape(Y.shape)}")
+        if Y.shape[0] < 1:
+            raise ValueError("Y: expected at least one time step, got T = 0")
+        if xp.isdtype(Y.dtype, "real floating"):
+            check_finite(xp, Y, "Y")
+            if not bool(xp.all(Y == xp.round(Y))):
+                raise ValueError("Y: expected integer symbols in [0, num_symbols), got "
+                                 "non-integer values")
+            Y = xp.astype(Y, xp.int64)
+        elif not xp.isdtype(Y.dtype, "integral"):
+            raise TypeError(f"Y: expected integer symbols, got dtype {Y.dtype}")
+        if not bool(xp.all((Y >= 0) & (Y < self.num_symbols))):
+            raise ValueError(f"Y: expected integer symbols in [0, {self.num_symbols}), got values "
+                             "outside that range")
+        return Y
+
+    def _param_dtype(self, Y):
+        xp = get_namespace(Y)
+        return default_dtype(xp) if self.dtype is None else getattr(xp, self.dtype)
+
+    def _emission_prior(self, Y):
+        xp = get_namespace(Y)
+        return {"B": xp.full((self.num_states, self.num_symbols), self.emission_concentration,
+                             dtype=self._param_dtype(Y), device=device_of(Y))}
+
+    def _emission_init(self, Y, rng):
+        xp = get_namespace(Y)
+        K, M, T = self.num_states, self.num_symbols, Y.shape[0]
+        host = rng.host().dirichlet([1.0] * M, size=K)  # small (K, M) draw on the host
+        draws = asarray(host, dtype=self._param_dtype(Y), xp=xp, device=device_of(Y))
+        return {"B": self.prior_["B"] + (float(T) / K) * draws}
+
+    def _onehot(self, Y, dtype):
+        xp = get_namespace(Y)
+        symbols = xp.arange(self.num_symbols, dtype=Y.dtype, device=device_of(Y))
+        return xp.astype(Y[:, None] == symbols[None, :], dtype)
+
+    def _expected_log_lik(self, Y):
+        xp = get_namespace(Y)
+        w = self.posterior_["B"]
+        elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
+        return xp.take(xp.matrix_transpose(elog), Y, axis=0)
+
+    def _mean_log_lik(self, Y):
+        xp = get_namespace(Y)
+        w = self.posterior_["B"]
+        return xp.take(xp.matrix_transpose(xp.log(w / xp.sum(w, axis=-1, keepdims=True))), Y,
+                       axis=0)
+
+    def _emission_statistics(self, weights, Y):
+        xp = get_namespace(weights)
+        return {"B": xp.matrix_transpose(weights) @ self._onehot(Y, weights.dtype)}
+
+    def _emission_kl(self):
+        from gpnum.hmm._base import _dirichlet_kl
+
+        return _dirichlet_kl(self.posterior_["B"], self.prior_["B"])
+
+    def emission_probs(self):
+        """Posterior-mean emission probabilities (K, M)."""
+        self._require_fitted()
+        xp = get_namespace(self.posterior_["B"])
+        w = self.posterior_["B"]
+        return w / xp.sum(w, axis=-1, keepdims=True)
