@@ -45,11 +45,29 @@ def _spec(obj):
     return spec
 
 
-def _build(spec, params, xp, dtype, device):
-    import importlib
+def _allowed_classes():
+    """The classes a checkpoint may name: gpnum's own kernels and likelihoods, nothing else.
 
-    module = importlib.import_module(spec["module"])
-    cls = getattr(module, spec["class"])
+    A checkpoint is data: it must never make ``load`` import a module or call a class that the
+    file chooses (a crafted file could otherwise run code from any importable module).
+    """
+    from gpnum import kernels, likelihoods
+
+    allowed = {}
+    for module, base in ((kernels, kernels.Kernel), (likelihoods, likelihoods.Likelihood)):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, base) and obj is not base:
+                allowed[(module.__name__, name)] = obj
+    return allowed
+
+
+def _build(spec, params, xp, dtype, device):
+    key = (spec.get("module"), spec.get("class"))
+    cls = _allowed_classes().get(key)
+    if cls is None:
+        raise ValueError(f"checkpoint names {key[0]}.{key[1]}, which is not one of gpnum's "
+                         "kernels or likelihoods; refusing to build it")
     if "children" in spec:
         kids = []
         for i, child in enumerate(spec["children"]):
@@ -57,10 +75,18 @@ def _build(spec, params, xp, dtype, device):
             sub = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
             kids.append(_build(child, sub, xp, dtype, device))
         obj = cls(*kids)
-    else:
-        obj = cls(**spec["settings"], xp=xp, dtype=dtype, device=device)
-    obj.set_parameters({k: B.asarray(v, dtype=dtype, xp=xp, device=device)
-                        for k, v in params.items()})
+        obj.set_parameters({k: B.asarray(v, dtype=dtype, xp=xp, device=device)
+                            for k, v in params.items()})
+        return obj
+    # Parameters go to the constructor: their shapes (an ARD lengthscale (d,), ArcCosine's
+    # per-layer variances) are fixed there, and set_parameters keeps the shapes it finds.
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    arrays = {k: B.asarray(v, dtype=dtype, xp=xp, device=device) for k, v in params.items()}
+    init_params = {k: v for k, v in arrays.items() if k in accepted}
+    obj = cls(**spec["settings"], **init_params, xp=xp, dtype=dtype, device=device)
+    rest = {k: v for k, v in arrays.items() if k not in accepted}
+    if rest:
+        obj.set_parameters(rest)
     return obj
 
 

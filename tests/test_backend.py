@@ -52,12 +52,17 @@ def test_cupy_without_gpu_raises(monkeypatch):
     monkeypatch.setenv("GPNUM_BACKEND", "cupy")
     with pytest.raises(BackendError, match="cupy needs a usable NVIDIA GPU.*GPNUM_BACKEND=numpy"):
         B.namespace()
+    # The README's spelling of the extra, from a checkout.
+    with pytest.raises(BackendError, match=r'pip install "\.\[cuda\]" from a gpnum checkout'):
+        B.namespace()
 
 
 def test_missing_library_raises(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes "import torch" fail
     monkeypatch.setenv("GPNUM_BACKEND", "torch")
     with pytest.raises(BackendError, match="torch is not installed.*pip install torch"):
+        B.namespace()
+    with pytest.raises(BackendError, match="whl/cpu.*CPU build"):
         B.namespace()
 
 

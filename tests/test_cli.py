@@ -42,7 +42,11 @@ def test_compare_writes_table_and_figures(tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["fit", "--epochs", "0"], "--epochs: expected a positive integer"),
-    (["fit", "--dataset", "nope"], "expected one of the bundled data sets"),
+    (["fit", "--dataset", "nope"], "or train on your own file with --csv PATH"),
+    (["fit", "--dataset", "energy", "--test-mask", "m.csv"], "--test-mask needs --csv"),
+    (["fit", "--dataset", "energy", "--out", "/dev/null/sub"], "--out /dev/null/sub: cannot write"),
+    (["fit", "--dataset", "energy", "--resume", "/nonexistent.npz"], "--resume: file not found"),
+    (["fit", "--dataset", "energy", "--save", "/nonexistent/dir/c.npz"], "--save /nonexistent"),
     (["fit", "--whitening", "qr"], "invalid choice: 'qr'"),
     (["fit", "--csv", "/nonexistent.csv"], "file not found"),
     (["compare", "--num-inducing", "a,b"], "comma-separated integers"),
@@ -74,4 +78,97 @@ def test_datasets_and_demo(capsys):
     assert main(["datasets"]) == 0
     assert "precip" in capsys.readouterr().out
     assert main(["demo", "--n", "100"]) == 0
-    assert "relative residual" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "relative residual" in printed and "dtype=float64" in printed, printed
+
+
+def _fit_args(out, *extra):
+    return ["fit", "--dataset", "energy", "--num-inducing", "15", "--batch-size", "64",
+            "--lr", "0.05", "--out", str(out), "--no-progress", *extra]
+
+
+def test_metrics_json_names_the_version_and_only_the_commands_options(tmp_path):
+    import gpnum
+
+    assert main(_fit_args(tmp_path, "--epochs", "1")) == 0
+    res = json.loads((tmp_path / "metrics.json").read_text())
+    assert res["environment"]["gpnum"] == gpnum.__version__
+    assert "version" not in res["settings"] and "command" not in res["settings"]
+
+
+def test_jitter_option_reaches_the_model(tmp_path):
+    import gpnum
+
+    ckpt = tmp_path / "c.npz"
+    assert main(_fit_args(tmp_path, "--epochs", "1", "--jitter", "0.003", "--save",
+                          str(ckpt))) == 0
+    assert gpnum.load(ckpt).jitter == 0.003
+
+
+def test_save_every_epoch_and_resume_equals_an_uninterrupted_run(tmp_path, capsys):
+    """3 epochs in one go against 2 epochs, a checkpoint, and a resumed third epoch."""
+    import gpnum
+    from gpnum import backend as B
+
+    full = tmp_path / "full.npz"
+    assert main(_fit_args(tmp_path / "a", "--epochs", "3", "--save", str(full))) == 0
+    part = tmp_path / "part.npz"
+    assert main(_fit_args(tmp_path / "b", "--epochs", "2", "--save", str(part))) == 0
+    assert gpnum.load(part).training_state.epoch == 2
+    capsys.readouterr()
+    assert main(_fit_args(tmp_path / "c", "--epochs", "3", "--resume", str(part), "--save",
+                          str(part))) == 0
+    assert "resuming" in capsys.readouterr().out
+    a, c = gpnum.load(full), gpnum.load(part)
+    assert c.training_state.epoch == 3 and c.training_state.step == a.training_state.step
+    for k, v in a.parameters().items():
+        np.testing.assert_array_equal(B.to_numpy(c.parameters()[k]), B.to_numpy(v), err_msg=k)
+    ra = json.loads((tmp_path / "a" / "metrics.json").read_text())["metrics"]["test"]
+    rc = json.loads((tmp_path / "c" / "metrics.json").read_text())["metrics"]["test"]
+    assert ra == rc
+    # Resuming on other data is refused with the options to fix it.
+    assert main(_fit_args(tmp_path / "d", "--epochs", "4", "--resume", str(part), "--max-train",
+                          "100")) == 2
+    assert "pass the same data options" in capsys.readouterr().err
+
+
+def test_csv_with_a_test_mask_file(tmp_path):
+    """--csv with --test-mask trains on the rows the mask leaves and tests on the others."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.standard_normal(120)
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.column_stack([X, y]), delimiter=",", header="a,b,y", comments="")
+    mask = np.zeros((120, 2), dtype=int)
+    mask[:30, 0] = 1
+    mask[90:, 1] = 1
+    mpath = tmp_path / "mask.csv"
+    np.savetxt(mpath, mask, fmt="%d", delimiter=",")
+    out = tmp_path / "res"
+    assert main(["fit", "--csv", str(data), "--test-mask", str(mpath), "--split", "1",
+                 "--num-inducing", "10", "--epochs", "2", "--batch-size", "30", "--out", str(out),
+                 "--no-progress"]) == 0
+    res = json.loads((out / "metrics.json").read_text())
+    assert res["dataset"]["n_train"] == 90 and res["dataset"]["n_test"] == 30
+    assert main(["fit", "--csv", str(data), "--split", "1", "--out", str(out)]) == 2
+
+
+def test_elbo_figure_shows_the_whole_curve():
+    pytest.importorskip("matplotlib")
+    from gpnum.cli import elbo_figure
+    from gpnum.optim import History
+
+    steps = np.arange(200)
+    elbo = -2000.0 - 5e5 * np.exp(-steps / 5.0)  # a first step 250x below the last
+    hist = History(step_elbo=list(elbo), step_time=list(0.1 * steps))
+    fig = elbo_figure(hist, "t")
+    whole = fig.axes[0]
+    lo, hi = whole.get_ylim()
+    assert lo <= elbo.min() and hi >= elbo.max()
+    # the tail panel is readable: its range is the second half's, not the whole run's
+    tail = fig.axes[1]
+    lo2, hi2 = tail.get_ylim()
+    assert hi2 - lo2 < 0.01 * (elbo.max() - elbo.min())
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -406,18 +406,41 @@ def test_load_csv_with_test_masks(tmp_path):
     mask[4, 1] = 3
     three = _write(tmp_path / "three.csv", "\n".join(",".join(map(str, r)) for r in mask))
     with pytest.raises(ValueError,
-                       match=r"expected only 0 and 1, got 3 in row 4 \(0-based\), column 1"):
+                       match=r"expected only 0 and 1, got 3 in row 5, column 2"):
         D.load_csv(data, split=1, test_mask=three)
     empty_col = _write(tmp_path / "e.csv", "\n".join("0,1" for _ in range(20)))
-    with pytest.raises(ValueError, match="column 0 of 'm' must mark at least one test row"):
+    with pytest.raises(ValueError, match=r"split 0 \(mask column 1\) of 'm' must mark at least one test row"):
         D.load_csv(data, split=0, test_mask=empty_col)
+
+
+def test_load_csv_test_mask_as_an_array(tmp_path, xp, device):
+    """An array mask (any backend, (n,) or (n, K), 0/1 or bool) splits as the same file does."""
+    t = _table(n=20)
+    mask = np.zeros((20, 2), dtype=int)
+    mask[[1, 5, 9], 0] = 1
+    mask[[0, 2], 1] = 1
+    data = _write(tmp_path / "m.csv", _csv_text(t))
+    mpath = _write(tmp_path / "m_mask.csv", "\n".join(",".join(map(str, r)) for r in mask))
+    from_file = D.load_csv(data, split=1, test_mask=mpath, xp="numpy")
+    as_backend = B.asarray(mask, dtype=xp.int64, xp=xp, device=device)
+    for m, split in ((as_backend, 1), (mask.astype(bool), 1), (mask[:, 1], 0),
+                     (mask[:, 1].tolist(), 0)):
+        ds = D.load_csv(data, split=split, test_mask=m, xp="numpy")
+        assert list(ds.test_index) == [0, 2] and ds.n_train == 18
+        np.testing.assert_array_equal(ds.X_train, from_file.X_train)
+    with pytest.raises(ValueError, match="test_mask: expected 20 rows .*got 19"):
+        D.load_csv(data, split=0, test_mask=mask[:19])
+    with pytest.raises(ValueError, match=r"test_mask: expected an array of shape \(n,\) or "):
+        D.load_csv(data, split=0, test_mask=np.zeros((20, 2, 1)))
+    with pytest.raises(TypeError, match="test_mask: expected a path or an array of 0/1"):
+        D.load_csv(data, split=0, test_mask=np.array(["a"] * 20))
 
 
 @pytest.mark.parametrize("cell,what", [("nan", r"NaN \(a missing value\)"),
                                        ("inf", "an infinite value")])
 def test_load_csv_non_finite_cell(tmp_path, cell, what):
     text = "a,b,c\n1,2,3\n4,5,6\n7," + cell + ",9\n1,1,1\n"
-    with pytest.raises(ValueError, match=r"bad.csv: line 4, column 1 \('b'\): expected a finite "
+    with pytest.raises(ValueError, match=r"bad.csv: line 4, column 2 \('b'\): expected a finite "
                                          f"number, got {what}"):
         D.load_csv(_write(tmp_path / "bad.csv", text))
 
@@ -426,7 +449,7 @@ def test_load_csv_non_finite_cell(tmp_path, cell, what):
                                        ("1.2.3", "'1.2.3'")])
 def test_load_csv_non_numeric_cell(tmp_path, cell, what):
     text = "1,2,3\n4,5,6\n\n7,8," + cell + "\n"
-    with pytest.raises(ValueError, match=r"line 4, column 2 \('col2'\): expected a number, got "
+    with pytest.raises(ValueError, match=r"line 4, column 3 \('col2'\): expected a number, got "
                                          + what):
         D.load_csv(_write(tmp_path / "bad.csv", text), header=None)
 
@@ -438,7 +461,7 @@ def test_load_csv_ragged_row(tmp_path):
 
 def test_load_csv_header_without_inference_is_a_bad_cell(tmp_path):
     with pytest.raises(ValueError,
-                       match=r"line 1, column 0 \('col0'\): expected a number, got 'a'"):
+                       match=r"line 1, column 1 \('col0'\): expected a number, got 'a'"):
         D.load_csv(_write(tmp_path / "h.csv", "a,b\n1,2\n3,4\n"), header=None)
     with pytest.raises(ValueError, match="header: expected None or 'infer', got True"):
         D.load_csv(_write(tmp_path / "h2.csv", "1,2\n3,4\n"), header=True)

@@ -172,3 +172,34 @@ def test_solver_warnings_are_counted_and_reported_once():
     conv = [w for w in caught if issubclass(w.category, gpnum.ConvergenceWarning)]
     assert len(conv) == 1 and "stopped short of their tolerance" in str(conv[0].message)
     assert hist.solver_warnings >= hist.num_steps  # at least one per step
+
+
+def test_progress_bar_moves_per_step_with_the_elbo_and_an_eta(capsys):
+    pytest.importorskip("tqdm")
+    X, y, _ = toy(100)
+    model = new_model(X, m=6)
+    hist = gpnum.fit(model, X, y, epochs=1, batch_size=20, progress=True)
+    err = capsys.readouterr().err
+    assert hist.num_steps == 5
+    assert "5/5" in err and "step" in err, err  # one epoch of five steps, not "1/1" epochs
+    assert f"elbo {hist.step_elbo[-1]:.6g}" in err  # the value the history stores
+    assert "<00:00" in err  # tqdm's elapsed<remaining
+
+
+def test_progress_without_tqdm_prints_each_epoch_with_an_eta(capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name.startswith("tqdm"):
+            raise ImportError("no tqdm here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    X, y, _ = toy(60)
+    model = new_model(X, m=5)
+    hist = gpnum.fit(model, X, y, epochs=2, batch_size=30, progress=True)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("epoch 1/2: mean ELBO")
+    assert f"{hist.epoch_elbo[1]:.6g}" in out[1] and "ETA 0 s" in out[1]

@@ -14,8 +14,10 @@ BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
 
 _INSTALL_HINT = {
     "numpy": "pip install numpy",
-    "cupy": "pip install 'gpnum[cuda]' (cupy-cuda12x) on a machine with an NVIDIA GPU and CUDA 12",
-    "torch": "pip install torch (a CPU build is enough)",
+    "cupy": ("pip install \".[cuda]\" from a gpnum checkout (or pip install cupy-cuda12x) on a "
+             "machine with an NVIDIA GPU and CUDA 12"),
+    "torch": ("pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU "
+              "build is enough; a plain 'pip install torch' may pull a several-GB CUDA build)"),
     "array_api_strict": "pip install array-api-strict",
 }
 

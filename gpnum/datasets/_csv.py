@@ -46,8 +46,8 @@ def _locate_bad_cell(lines, first, n_cols, names, source):
         for j, cell in enumerate(cells):
             if not _is_number(_clean(cell)):
                 what = "an empty cell" if not _clean(cell) else f"{_clean(cell)!r}"
-                return (f"{source}: line {lineno}, column {j} ({names[j]!r}): expected a number, "
-                        f"got {what}")
+                return (f"{source}: line {lineno}, column {j + 1} ({names[j]!r}): expected a "
+                        f"number, got {what}")
     return None
 
 
@@ -104,7 +104,7 @@ def decode_table(text: str, *, header="infer", source: str = "<csv>"):
         r, j = (int(v) for v in np.argwhere(bad)[0])
         lineno = next(ln for k, (ln, _) in enumerate(_data_lines(lines, body)) if k == r)
         kind = "NaN (a missing value)" if np.isnan(data[r, j]) else "an infinite value"
-        raise ValueError(f"{source}: line {lineno}, column {j} ({names[j]!r}): expected a finite "
+        raise ValueError(f"{source}: line {lineno}, column {j + 1} ({names[j]!r}): expected a finite "
                          f"number, got {kind}; {int(bad.sum())} such cell(s) in all. Remove or "
                          "impute them before loading.")
     return data, names, has_header

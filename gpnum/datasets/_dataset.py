@@ -170,8 +170,10 @@ def mask_split(mask: np.ndarray, split, *, name: str):
     test = np.flatnonzero(column == 1).astype(np.int64)
     train = np.flatnonzero(column == 0).astype(np.int64)
     if test.size == 0 or train.size == 0:
-        raise ValueError(f"test_mask: column {split} of {name!r} must mark at least one test row "
-                         f"and one training row, got {test.size} test and {train.size} training")
+        raise ValueError(f"test_mask: split {split} (mask column {int(split) + 1}) of {name!r} must "
+                         f"mark at least one test row "
+                         f"and one training row, got {test.size} test and {train.size} "
+                         "training")
     return train, np.zeros(0, dtype=np.int64), test
 
 
@@ -183,8 +185,8 @@ def check_mask(mask: np.ndarray, n_rows: int, *, source: str) -> np.ndarray:
     bad = (mask != 0) & (mask != 1)
     if bad.any():
         r, j = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(f"{source}: expected only 0 and 1, got {mask[r, j]:g} in row {r} "
-                         f"(0-based), column {j}")
+        raise ValueError(f"{source}: expected only 0 and 1, got {mask[r, j]:g} in row {r + 1}, "
+                         f"column {j + 1}")
     return mask
 
 

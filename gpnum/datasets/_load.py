@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from gpnum.datasets._csv import read_table
 from gpnum.datasets._dataset import Dataset, build_dataset, check_mask
 from gpnum.datasets._registry import (BUNDLED, read_bundled, read_bundled_mask,
@@ -72,6 +74,31 @@ def _dataset_name(path) -> str:
     return base
 
 
+def _read_mask(test_mask, n_rows):
+    """A 0/1 test mask from a CSV path or an array of any backend, as float64 (n, K)."""
+    if isinstance(test_mask, (str, os.PathLike)):
+        mask_data, _, _ = read_table(test_mask, header=None)
+        return check_mask(mask_data, n_rows, source=os.fspath(test_mask))
+    from gpnum.backend import is_array, to_numpy
+
+    try:
+        raw = to_numpy(test_mask) if is_array(test_mask) else np.asarray(test_mask)
+    except Exception as exc:  # a ragged list, an object that is no array
+        raise TypeError(f"test_mask: expected a path or an array of 0/1, got "
+                        f"{type(test_mask).__name__} ({exc})") from None
+    if raw.dtype == bool:
+        raw = raw.astype(np.float64)
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise TypeError(f"test_mask: expected a path or an array of 0/1, got an array of "
+                        f"dtype {raw.dtype}")
+    if raw.ndim == 1:
+        raw = raw[:, None]
+    if raw.ndim != 2:
+        raise ValueError(f"test_mask: expected an array of shape (n,) or (n, K), got shape "
+                         f"{raw.shape}")
+    return check_mask(np.asarray(raw, dtype=np.float64), n_rows, source="test_mask")
+
+
 def load_csv(path, *, target=-1, header="infer", task: str = "regression", likelihood=None,
              split="random", seed=0, test_mask=None, standardize: bool = True, name=None,
              xp=None, dtype=None, device=None) -> Dataset:
@@ -95,9 +122,10 @@ def load_csv(path, *, target=-1, header="infer", task: str = "regression", likel
         classification.
     split, seed, standardize, xp, dtype, device
         As in :func:`load`. An integer ``split`` needs ``test_mask``.
-    test_mask : str or os.PathLike, optional
-        A CSV of 0/1 with one row per data row and one column per fixed split; ``1`` marks a
-        test row.
+    test_mask : str, os.PathLike or array, optional
+        Fixed train/test splits: a CSV file of 0/1, or an array of 0/1 (or booleans) of shape
+        (n,) (one split) or (n, K) (K splits), one row per data row; ``1`` marks a test row.
+        ``split`` picks the column.
     name : str, optional
         Name of the data set; default the file name without ``.csv``/``.gz``.
 
@@ -109,6 +137,8 @@ def load_csv(path, *, target=-1, header="infer", task: str = "regression", likel
     ------
     FileNotFoundError
         ``path`` or ``test_mask`` does not exist.
+    TypeError
+        ``test_mask`` is neither a path nor a numeric array.
     ValueError
         An empty file, a ragged row, a cell that is not a number or is NaN/Inf (the message gives
         the line and column), a ``target`` out of range or not in the header, classification
@@ -137,8 +167,7 @@ def load_csv(path, *, target=-1, header="infer", task: str = "regression", likel
 
     mask = None
     if test_mask is not None:
-        mask_data, _, _ = read_table(test_mask, header=None)
-        mask = check_mask(mask_data, n, source=os.fspath(test_mask))
+        mask = _read_mask(test_mask, n)
     return build_dataset(data, target=target_index, name=name or _dataset_name(path), task=task,
                          likelihood=likelihood, split=split, seed=seed, mask=mask,
                          standardize=standardize, names=names, xp=xp, dtype=dtype, device=device)

@@ -34,6 +34,8 @@ class History:
         Mean minibatch ELBO over each epoch.
     val : list of dict
         Validation metrics after each epoch (when validation data is given).
+    first_epoch : int
+        The epoch this call of :func:`fit` started at (0, or the checkpoint's epoch when resumed).
     stopped : str or None
         Why training stopped early, if it did.
     solver_warnings : int
@@ -45,6 +47,7 @@ class History:
     step_time: list = field(default_factory=list)
     epoch_elbo: list = field(default_factory=list)
     val: list = field(default_factory=list)
+    first_epoch: int = 0
     stopped: str | None = None
     solver_warnings: int = 0
 
@@ -133,7 +136,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
         Each is called as ``cb(model, history, epoch)`` after every epoch; returning ``True``
         stops training.
     progress : bool
-        Show a progress bar (tqdm when installed, else one line per epoch).
+        Show a progress bar that moves once per step, with the step's minibatch ELBO (the value
+        ``History.step_elbo`` records), the epoch and an ETA (tqdm when installed, else one line
+        per epoch with an ETA).
     seed : int
         Seed of the minibatch order.
     clip_curvature : bool
@@ -191,7 +196,7 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
     rng.set_state(state.rng_state)
     if state.ngd is not None:
         state.ngd.prepare(model)
-    history = History()
+    history = History(first_epoch=state.epoch)
     with warnings.catch_warnings(record=True) as caught:
         # Solver warnings of every step would bury the progress bar: count them, report once.
         warnings.simplefilter("always", ConvergenceWarning)
@@ -213,7 +218,8 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
               X_val, y_val, callbacks, progress):
     xp = model.xp
     t_start = time.perf_counter()
-    bar = _progress(progress, epochs - state.epoch)
+    steps_per_epoch = None if batches is not None else -(-X.shape[0] // batch_size)
+    bar = _Progress(progress, epochs, state.epoch, steps_per_epoch)
     try:
         for epoch in range(state.epoch, epochs):
             if lr_schedule is not None:
@@ -234,28 +240,18 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
                 elbos.append(value)
                 history.step_elbo.append(value)
                 history.step_time.append(time.perf_counter() - t_start)
-                if bar is not None:
-                    bar.set_postfix_str(f"epoch {epoch + 1}/{epochs} elbo {value:.4g} "
-                                        f"{history.step_time[-1]:.1f}s", refresh=False)
+                bar.step(epoch, value)
             state.epoch = epoch + 1
             state.rng_state = rng.get_state()
             history.epoch_elbo.append(sum(elbos) / max(len(elbos), 1))
             if X_val is not None and y_val is not None:
                 history.val.append(evaluate(model, X_val, y_val))
-            if bar is not None:
-                bar.update(1)
-            elif progress:
-                msg = f"epoch {epoch + 1}/{epochs}: mean ELBO {history.epoch_elbo[-1]:.6g}"
-                if history.val:
-                    msg += "  " + "  ".join(f"val {k} {v:.4g}" for k, v in history.val[-1].items())
-                print(msg + f"  ({time.perf_counter() - t_start:.1f} s)", flush=True)
+            bar.epoch_done(epoch, history, time.perf_counter() - t_start)
             if any(cb(model, history, epoch) for cb in callbacks):
                 history.stopped = f"stopped by a callback after epoch {epoch + 1}"
                 break
     finally:
-        if bar is not None:
-            bar.close()
-
+        bar.close()
 
 
 def _train_step(model, state, Xb, yb):
@@ -312,11 +308,44 @@ def evaluate(model, X, y):
     return {"rmse": rmse, "nll": nll}
 
 
-def _progress(enabled, total):
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="epoch", leave=True)
+class _Progress:
+    """The progress display of :func:`fit`: a tqdm bar in steps, or one line per epoch.
+
+    The bar's total is the number of steps still to run (known when ``fit`` draws the
+    minibatches itself), so tqdm's ETA is the time left; its postfix shows the epoch and the last
+    step's minibatch ELBO, the value ``History.step_elbo`` records.
+    """
+
+    def __init__(self, enabled, epochs, first_epoch, steps_per_epoch):
+        self.enabled = bool(enabled)
+        self.epochs = epochs
+        self.first_epoch = first_epoch
+        self.bar = None
+        if not self.enabled or epochs <= first_epoch:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return
+        total = None if steps_per_epoch is None else (epochs - first_epoch) * steps_per_epoch
+        self.bar = tqdm(total=total, unit="step", leave=True, dynamic_ncols=True)
+
+    def step(self, epoch, value):
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"epoch {epoch + 1}/{self.epochs} elbo {value:.6g}",
+                                     refresh=False)
+            self.bar.update(1)
+
+    def epoch_done(self, epoch, history, elapsed):
+        if self.bar is not None or not self.enabled:
+            return
+        done = epoch + 1 - self.first_epoch
+        eta = elapsed / done * (self.epochs - epoch - 1)
+        msg = f"epoch {epoch + 1}/{self.epochs}: mean ELBO {history.epoch_elbo[-1]:.6g}"
+        if history.val:
+            msg += "  " + "  ".join(f"val {k} {v:.4g}" for k, v in history.val[-1].items())
+        print(msg + f"  ({elapsed:.1f} s, ETA {eta:.0f} s)", flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

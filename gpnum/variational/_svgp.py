@@ -644,8 +644,10 @@ class SVGP(Parameterised):
         chunk = _PREDICT_CHUNK if self.whitening == "cholesky" else _PREDICT_CHUNK_CIQ
         mus, vs = [], []
         reuse = None  # K_ZZ is the same for every chunk: CIQ's spectrum work is done once
-        for start in range(0, X.shape[0], chunk):
-            mu, var, c = self._marginals(X[start:start + chunk, :], reuse)
+        n = X.shape[0]
+        for start in range(0, n, chunk):
+            # The array API leaves a slice past the end unspecified (array_api_strict raises).
+            mu, var, c = self._marginals(X[start:min(start + chunk, n), :], reuse)
             if self.whitening == "ciq" and reuse is None:
                 reuse = c["whiten"]["res"]
             mus.append(mu)
