@@ -250,7 +250,7 @@ class HMMBase:
         max_iter, tol : int, float
             Batch VB budget and relative ELBO tolerance.
         subchain_length : int
-            ``L`` (SVI), ``1 <= L <= T``. Default ``min(T, 100)``.
+            ``L`` (SVI), ``2 <= L <= T``. Default ``min(T, 100)``.
         num_subchains : int
             ``S`` subchains per SVI step.
         buffer : "grow", int or None
@@ -393,7 +393,11 @@ class HMMBase:
                  max_buffer, eval_every, verbose):
         xp, dev = self._namespace_of(Y)
         T = Y.shape[0]
-        L = min(T, 100) if L is None else check_int(L, "subchain_length", minimum=1)
+        # L >= 2: a subchain of one step holds no transition, and its statistics could not
+        # estimate the transition counts (each transition lies in L - 1 subchains).
+        L = min(T, 100) if L is None else check_int(
+            L, "subchain_length", minimum=2, expected="an integer >= 2 (a subchain must hold a "
+            "transition)")
         if L > T:
             raise ValueError(f"subchain_length: expected at most the sequence length T = {T}, "
                              f"got L = {L} (the sequence is shorter than a subchain)")

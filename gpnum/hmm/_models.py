@@ -167,6 +167,19 @@ class GaussianHMM(HMMBase):
             S = w["Q"] - kappa[:, None] * m * m
         return kappa, m, S, nu
 
+    def posterior_params(self):
+        """The posterior in standard form: a dict of arrays.
+
+        ``"pi"`` (K,) and ``"A"`` (K, K) Dirichlet concentrations; ``"mean"`` ``m`` (K, D),
+        ``"mean_precision"`` ``kappa`` (K,), ``"dof"`` ``nu`` (K,) and ``"scale"``: ``Psi``
+        (K, D, D) of the inverse-Wishart (full), or ``2 b`` (K, D) with Gamma shape ``nu / 2``
+        and rate ``b`` of each precision (diag).
+        """
+        self._require_fitted()
+        kappa, m, S, nu = self._standard()
+        return {"pi": self.posterior_["pi"], "A": self.posterior_["A"], "mean": m,
+                "mean_precision": kappa, "dof": nu, "scale": S}
+
     def means(self):
         """Posterior means of the state means, (K, D)."""
         self._require_fitted()
@@ -356,6 +369,11 @@ class CategoricalHMM(HMMBase):
         from gpnum.hmm._base import _dirichlet_kl
 
         return _dirichlet_kl(self.posterior_["B"], self.prior_["B"])
+
+    def posterior_params(self):
+        """The posterior Dirichlet concentrations: ``{"pi": (K,), "A": (K, K), "B": (K, M)}``."""
+        self._require_fitted()
+        return dict(self.posterior_)
 
     def emission_probs(self):
         """Posterior-mean emission probabilities (K, M)."""

@@ -1,0 +1,160 @@
+"""Stochastic VI over subchains: batch factors, buffers, and agreement with batch VB.
+
+References: the whole chain's statistics from NumPy's log-space forward-backward (test_hmm_
+reference); exact counts (T emissions, T - 1 transitions, one initial state); one batch VB
+iteration (for the SVI step with one subchain covering the chain and rho = 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpnum import backend as B
+from gpnum.hmm import CategoricalHMM, GaussianHMM
+from test_hmm_reference import numpy_forward_backward, sample_chain
+
+
+def _np(a):
+    return B.to_numpy(a)
+
+
+def _sticky(rng, T, stay=0.97, K=2, D=1, sep=1.5):
+    A = np.full((K, K), (1.0 - stay) / (K - 1))
+    np.fill_diagonal(A, stay)
+    x = sample_chain(rng, A, np.full(K, 1.0 / K), T)
+    mu = sep * np.arange(K)[:, None] * np.ones((1, D))
+    return mu[x] + rng.normal(size=(T, D)), x
+
+
+def _whole_chain_statistics(model, Y):
+    """The whole chain's sufficient statistics from the NumPy reference forward-backward under
+    the model's current expected log parameters (natural coordinates of the Gaussian family)."""
+    log_pi, log_A = (_np(a) for a in model._expected_log_params())
+    ell = _np(model._expected_log_lik(Y))
+    marg, xi, _ = numpy_forward_backward(log_pi, log_A, ell)
+    Yn = _np(Y)
+    return {"pi": marg[0], "A": xi.sum(0), "kappa": marg.sum(0), "h": marg.T @ Yn,
+            "Q": np.einsum("tk,ti,tj->kij", marg, Yn, Yn), "nu": marg.sum(0)}
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_svi_one_subchain_covering_chain_equals_one_vb_iteration(xp, dtype, to_xp, tol,
+                                                                 covariance):
+    rng = np.random.default_rng(21)
+    Y, _ = _sticky(rng, 60, K=3, D=2, sep=2.0)
+    Yx = to_xp(Y)
+    batch = GaussianHMM(3, 2, covariance=covariance, seed=4)
+    batch.fit(Yx, max_iter=2)  # a non-trivial starting posterior
+    svi = GaussianHMM(3, 2, covariance=covariance, seed=4)
+    svi.initialize(Yx)
+    svi.posterior_ = dict(batch.posterior_)
+    batch.fit(Yx, method="vb", max_iter=1, warm_start=True)
+    # tau = 0, t = 1: rho_1 = 1 whatever kappa
+    svi.fit(Yx, method="svi", subchain_length=60, num_subchains=1, buffer=None, steps=1,
+            tau=0.0, kappa=0.7, warm_start=True)
+    for key in batch.posterior_:
+        np.testing.assert_allclose(_np(svi.posterior_[key]), _np(batch.posterior_[key]),
+                                   rtol=100 * tol, atol=100 * tol, err_msg=key)
+
+
+def test_categorical_svi_one_subchain_equals_one_vb_iteration(xp, to_xp):
+    rng = np.random.default_rng(22)
+    Y = rng.integers(0, 4, size=40)
+    batch = CategoricalHMM(2, 4, seed=1, dtype="float64")
+    svi = CategoricalHMM(2, 4, seed=1, dtype="float64")
+    batch.fit(to_xp(Y), max_iter=1)
+    svi.initialize(to_xp(Y))
+    svi.posterior_ = dict(batch.posterior_)
+    batch.fit(to_xp(Y), max_iter=1, warm_start=True)
+    svi.fit(to_xp(Y), method="svi", subchain_length=40, num_subchains=1, buffer=0, steps=1,
+            tau=0.0, warm_start=True)
+    for key in batch.posterior_:
+        np.testing.assert_allclose(_np(svi.posterior_[key]), _np(batch.posterior_[key]),
+                                   rtol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize("L", [2, 5, 17, 40])
+def test_scaled_statistics_unbiased_over_all_subchains(xp, to_xp, L):
+    """With a buffer covering the chain every subchain's marginals are the whole chain's, so
+    the batch factors alone decide: the average of the scaled statistics over ALL T - L + 1
+    subchains (one call with every start, S = T - L + 1) must equal the whole chain's
+    statistics, ends included."""
+    rng = np.random.default_rng(23)
+    T = 40
+    Y, _ = _sticky(rng, T, K=2, D=2)
+    Yx = to_xp(Y, dtype=xp.float64)
+    model = GaussianHMM(2, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    starts = to_xp(np.arange(T - L + 1), dtype=xp.int64)
+    stats, _ = model._subchain_statistics(Yx, starts, L, T)
+    reference = _whole_chain_statistics(model, Yx)
+    for key, value in reference.items():
+        np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10, err_msg=key)
+
+
+@pytest.mark.parametrize("buffer", [0, 3])
+def test_scaled_counts_exact_without_full_buffer(xp, to_xp, buffer):
+    """Whatever the local marginals, averaged over all subchains the scaled counts are exact:
+    T emissions, T - 1 transitions, one initial state."""
+    rng = np.random.default_rng(24)
+    T, L = 50, 6
+    Y, _ = _sticky(rng, T, K=3, D=1)
+    Yx = to_xp(Y, dtype=xp.float64)
+    model = GaussianHMM(3, 1, seed=0)
+    model.fit(Yx, max_iter=2)
+    stats, _ = model._subchain_statistics(Yx, to_xp(np.arange(T - L + 1), dtype=xp.int64), L,
+                                          buffer)
+    np.testing.assert_allclose(float(_np(stats["kappa"]).sum()), T, rtol=1e-12)
+    np.testing.assert_allclose(float(_np(stats["A"]).sum()), T - 1, rtol=1e-12)
+    np.testing.assert_allclose(float(_np(stats["pi"]).sum()), 1.0, rtol=1e-12)
+
+
+def test_growbuf_reduces_transition_bias_on_sticky_chain():
+    """Short subchains of a sticky chain with overlapping emissions: without a buffer the
+    local marginals see too little context and the expected transition counts (averaged over
+    all subchains) are biased towards switching; GrowBuf removes most of that bias."""
+    rng = np.random.default_rng(25)
+    T, L = 600, 4
+    Y, _ = _sticky(rng, T, stay=0.98, K=2, D=1, sep=1.5)
+    model = GaussianHMM(2, 1, seed=0)
+    model.fit(Y, max_iter=50)
+    reference = _whole_chain_statistics(model, Y)["A"]
+    starts = np.arange(T - L + 1)
+    none, _ = model._subchain_statistics(Y, starts, L, 0)
+    grown, b = model._subchain_statistics(Y, starts, L, "grow", grow_step=4, grow_tol=1e-4)
+    bias_none = np.abs(none["A"] - reference).sum()
+    bias_grow = np.abs(grown["A"] - reference).sum()
+    assert b > 0
+    assert bias_grow < 0.2 * bias_none, (bias_none, bias_grow)
+    # the off-diagonal (switch) counts are what the missing context inflates
+    off = ~np.eye(2, dtype=bool)
+    assert none["A"][off].sum() > reference[off].sum()
+
+
+@pytest.mark.parametrize("buffer", ["grow", 0])
+def test_svi_reaches_batch_elbo(buffer):
+    """NumPy only (the other backends run the same code in the tests above)."""
+    rng = np.random.default_rng(26)
+    Y, x = _sticky(rng, 3000, stay=0.95, K=3, D=2, sep=3.0)
+    Yx = Y
+    batch = GaussianHMM(3, 2, seed=0)
+    h_vb = batch.fit(Yx, max_iter=100)
+    svi = GaussianHMM(3, 2, seed=0)
+    h_svi = svi.fit(Yx, method="svi", subchain_length=30, num_subchains=10, buffer=buffer,
+                    steps=150, tau=1.0, kappa=0.6, eval_every=50)
+    assert len(h_svi["elbo"]) == 3 and h_svi["step"] == [50, 100, 150]
+    assert abs(h_svi["elbo"][-1] - h_vb["elbo"][-1]) < 0.01 * abs(h_vb["elbo"][-1])
+
+
+def test_svi_argument_errors():
+    Y = np.random.default_rng(0).normal(size=(20, 1))
+    model = GaussianHMM(2, 1)
+    with pytest.raises(ValueError, match="buffer"):
+        model.fit(Y, method="svi", subchain_length=5, buffer="big")
+    with pytest.raises(ValueError, match="buffer"):
+        model.fit(Y, method="svi", subchain_length=5, buffer=-1)
+    with pytest.raises(ValueError, match="num_subchains"):
+        model.fit(Y, method="svi", subchain_length=5, num_subchains=0)
+    with pytest.raises(ValueError, match="subchain_length"):
+        model.fit(Y, method="svi", subchain_length=1)
