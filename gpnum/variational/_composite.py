@@ -1,0 +1,367 @@
+"""Parameter plumbing shared by models that own a kernel and a likelihood.
+
+A model's learnable parameters are its own (``mean``, ``inducing_points``, ...) plus those of its
+components, presented as one flat dictionary with dotted names: ``"mean"``,
+``"kernel.lengthscale"``, ``"kernel.0.variance"`` (a :class:`gpnum.kernels.Sum`),
+``"likelihood.variance"``. :class:`ComposedParameters` implements the
+:class:`gpnum.params.Parameterised` methods on that flat dictionary by delegating each prefixed
+group to its component, so that a model only lists its own parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import asarray, device_of, get_namespace, is_array
+from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.kernels import Kernel
+from gpnum.likelihoods import Gaussian
+from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
+
+__all__ = ["ComposedParameters", "FullBatchGaussianModel"]
+
+
+class ComposedParameters(Parameterised):
+    """Mixin: own parameters plus those of the components named in ``_components``.
+
+    Subclasses set ``_param_names`` / ``_positive`` for their own parameters (as for
+    :class:`gpnum.params.Parameterised`) and ``_components``, the attribute names of their
+    parameterised parts (default ``("kernel", "likelihood")``). A component's parameter
+    ``name`` appears as ``"<component>.<name>"``.
+    """
+
+    _components: tuple = ("kernel", "likelihood")
+
+    # ------------------------------------------------------------------ helpers
+    def _own_names(self) -> tuple:
+        """Names of the model's own parameters (hook for models with inactive ones)."""
+        return tuple(self._param_names)
+
+    def _split(self, values: dict):
+        """``{name: value}`` -> (own dict, {component: dict}); unknown names raise KeyError."""
+        own = {}
+        parts = {c: {} for c in self._components}
+        own_names = self._own_names()
+        for key, value in values.items():
+            head, dot, rest = str(key).partition(".")
+            if dot and head in parts:
+                parts[head][rest] = value
+            elif key in own_names:
+                own[key] = value
+            else:
+                raise KeyError(f"unknown parameter {key!r}; expected one of "
+                               f"{sorted(self.parameters())}")
+        for comp, sub in parts.items():
+            known = getattr(self, comp).parameters()
+            unknown = sorted(set(sub) - set(known))
+            if unknown:
+                raise KeyError(f"unknown parameter(s) {[f'{comp}.{k}' for k in unknown]}; "
+                               f"expected one of {sorted(self.parameters())}")
+        return own, parts
+
+    def _check_component(self, comp: str) -> None:
+        """Raise ``TypeError`` unless the component's parameters share the model's namespace,
+        dtype and device (a mismatch would otherwise surface later, deep inside a computation)."""
+        obj = getattr(self, comp)
+        device = self._device
+        for name, value in obj.parameters().items():
+            if not is_array(value) or get_namespace(value) is not self.xp:
+                raise TypeError(f"{comp}: its parameter {name!r} is a {type(value).__module__} "
+                                f"array but the model's data are {self.xp.__name__} arrays; "
+                                f"create the {comp} with the data's xp=, dtype= and device=")
+            if value.dtype != self.dtype:
+                raise TypeError(f"{comp}: expected parameters of dtype {self.dtype} (that of "
+                                f"the data), got {name!r} of dtype {value.dtype}; create the "
+                                f"{comp} with dtype={self.dtype}")
+            if device_of(value) != device:
+                raise TypeError(f"{comp}: expected parameters on the data's device {device}, "
+                                f"got {name!r} on {device_of(value)}")
+
+    # ------------------------------------------------------------------ Parameterised API
+    def parameters(self) -> dict:
+        """All learnable parameters in natural form, as one flat dict.
+
+        Keys: the model's own names, then ``"<component>.<name>"`` for each component. The
+        values are the arrays themselves, not copies.
+        """
+        out = {n: getattr(self, n) for n in self._own_names()}
+        for comp in self._components:
+            out.update({f"{comp}.{k}": v for k, v in getattr(self, comp).parameters().items()})
+        return out
+
+    def _assign(self, own: dict, parts: dict, method: str) -> None:
+        """Set own natural values and call each component's ``method`` with its group.
+
+        Own values are validated before any assignment; a component that rejects its values
+        leaves the components updated before it restored and the own values untouched.
+        """
+        own_converted = {n: self._convert_param(n, v) for n, v in own.items()}
+        done = []
+        try:
+            for comp, sub in parts.items():
+                if sub:
+                    obj = getattr(self, comp)
+                    previous = {k: v for k, v in obj.parameters().items() if k in sub}
+                    getattr(obj, method)(sub)
+                    done.append((obj, previous))
+        except Exception:
+            for obj, previous in reversed(done):
+                obj.set_parameters(previous)
+            raise
+        for n, v in own_converted.items():
+            object.__setattr__(self, n, v)
+
+    def set_parameters(self, values: dict) -> None:
+        """Assign natural-form parameters given by their dotted names.
+
+        Every name is checked, and the model's own values validated, before anything is
+        assigned; if a component rejects its values, the components already updated by this
+        call get their previous values back.
+        """
+        own, parts = self._split(values)
+        self._assign(own, parts, "set_parameters")
+
+    def unconstrained(self) -> dict:
+        """Parameters in unconstrained form, keyed like :meth:`parameters`."""
+        out = {n: softplus_inverse(v) if n in self._positive else v
+               for n, v in ((n, getattr(self, n)) for n in self._own_names())}
+        for comp in self._components:
+            out.update({f"{comp}.{k}": v
+                        for k, v in getattr(self, comp).unconstrained().items()})
+        return out
+
+    def set_unconstrained(self, values: dict) -> None:
+        """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
+        own, parts = self._split(values)
+        natural = {n: softplus(v) if n in self._positive else v for n, v in own.items()}
+        self._assign(natural, parts, "set_unconstrained")
+
+    def grad_to_unconstrained(self, grads: dict) -> dict:
+        """Chain rule: gradients w.r.t. the natural parameters -> w.r.t. the unconstrained ones."""
+        own, parts = self._split(grads)
+        out = {n: g * softplus_grad(getattr(self, n)) if n in self._positive else g
+               for n, g in own.items()}
+        for comp, sub in parts.items():
+            if sub:
+                out.update({f"{comp}.{k}": v
+                            for k, v in getattr(self, comp).grad_to_unconstrained(sub).items()})
+        return out
+
+
+class FullBatchGaussianModel(ComposedParameters):
+    """What the exact-inference models (:class:`~gpnum.variational.GPR`,
+    :class:`~gpnum.variational.SGPR`) share: a kernel, a Gaussian likelihood, a learned
+    constant mean, the training data held by the model, their checks, and the model protocol
+    around the objective.
+
+    Subclasses set ``_param_names`` (including ``"mean"``) and ``_default_jitter``, and
+    implement ``_objective_and_grad(X, y)``, ``_prediction_state()`` (what every prediction
+    needs from the training data, computed once per call of :meth:`predict_f`) and
+    ``_predict(Xnew, state, full_cov)``.
+    """
+
+    full_batch = True
+    _default_jitter = 0.0
+    _predict_chunk = 4096
+
+    # ------------------------------------------------------------------ construction
+    def _setup(self, kernel, likelihood, X, y, mean, jitter):
+        """Validate and store the constructor's arguments (namespace from ``X``)."""
+        name = type(self).__name__
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
+        if not isinstance(likelihood, Gaussian):
+            raise TypeError(f"likelihood: {name} is exact inference, closed-form only for "
+                            f"Gaussian noise: expected gpnum.likelihoods.Gaussian, got "
+                            f"{type(likelihood).__name__} (use SVGP for other likelihoods)")
+        # The model lives where its data do (a list or scalar data: where the kernel does).
+        ref = X if is_array(X) else next(iter(kernel.parameters().values()))
+        xp = get_namespace(ref)
+        dtype = ref.dtype if xp.isdtype(ref.dtype, "real floating") else kernel.dtype
+        device = device_of(ref)
+        self._init_namespace(xp, dtype, device)
+        if is_array(y):
+            get_namespace(ref, y)  # a clear TypeError when libraries are mixed
+        X = asarray(X, dtype=dtype, xp=xp, device=device)
+        y = asarray(y, dtype=dtype, xp=xp, device=device)
+        if X.ndim != 2:
+            raise ShapeError(f"X: expected a 2-D array of shape (n, d), got shape "
+                             f"{describe_shape(X.shape)}")
+        if X.shape[0] < 1 or X.shape[1] < 1:
+            raise ShapeError(f"X: expected at least one row and one column (n >= 1, d >= 1), "
+                             f"got shape {describe_shape(X.shape)}")
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ShapeError(f"y: expected shape ({X.shape[0]},) to match X, got "
+                             f"{describe_shape(y.shape)}")
+        check_finite(xp, X, "X")
+        check_finite(xp, y, "y")
+        if is_array(mean) and mean.ndim != 0:
+            raise ShapeError(f"mean: expected a scalar (shape ()), got shape "
+                             f"{describe_shape(mean.shape)}")
+        if jitter is None:
+            jitter = self._default_jitter
+        try:
+            jitter = float(jitter)
+        except (TypeError, ValueError):
+            raise TypeError(f"jitter: expected a real number or None, got {jitter!r}") from None
+        if not (jitter >= 0.0 and math.isfinite(jitter)):
+            raise ValueError(f"jitter: expected a finite number >= 0, got {jitter!r}")
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self._check_component("kernel")
+        self._check_component("likelihood")
+        # The kernel's own check of the columns (an ARD lengthscale of the wrong length).
+        kernel.diag(X[:1, :])
+        self.jitter = jitter
+        self.mean = mean
+        self._X = X
+        self._y = y
+
+    # ------------------------------------------------------------------ data and settings
+    @property
+    def X(self):
+        """The training inputs, (n, d)."""
+        return self._X
+
+    @property
+    def y(self):
+        """The training targets, (n,)."""
+        return self._y
+
+    @property
+    def num_data(self) -> int:
+        """Number of training points ``n``."""
+        return self._X.shape[0]
+
+    def config(self) -> dict:
+        """The constructor's non-array settings, JSON-able: ``{"jitter": float}``."""
+        return {"jitter": self.jitter}
+
+    def data(self) -> dict:
+        """The constructor's arrays that are not parameters: ``{"X": (n, d), "y": (n,)}``."""
+        return {"X": self._X, "y": self._y}
+
+    # ------------------------------------------------------------------ input checks
+    def _check_like(self, A, ref, name):
+        """``A`` converted to the model's arrays, with ``ref``'s shape, finite."""
+        A = asarray(A, dtype=self.dtype, xp=self.xp, device=self._device)
+        if tuple(A.shape) != tuple(ref.shape):
+            raise ShapeError(f"{name}: expected shape {describe_shape(ref.shape)} (the training "
+                             f"data's: {type(self).__name__} is a full-batch model), got "
+                             f"{describe_shape(A.shape)}")
+        check_finite(self.xp, A, name)
+        return A
+
+    def _training_batch(self, X, y):
+        """The data an objective is evaluated on: the model's own unless given (same shapes).
+
+        The model's own arrays, passed back by a training loop, are trusted without a check.
+        """
+        X = X if X is None or X is self._X else self._check_like(X, self._X, "X")
+        y = y if y is None or y is self._y else self._check_like(y, self._y, "y")
+        return (self._X if X is None else X), (self._y if y is None else y)
+
+    def _check_new(self, Xnew, name="Xnew"):
+        """Prediction inputs (n, d) converted to the model's arrays, finite."""
+        Xnew = asarray(Xnew, dtype=self.dtype, xp=self.xp, device=self._device)
+        d = self._X.shape[1]
+        if Xnew.ndim != 2 or Xnew.shape[1] != d or Xnew.shape[0] < 1:
+            raise ShapeError(f"{name}: expected shape (n, {d}) with n >= 1, got "
+                             f"{describe_shape(Xnew.shape)}")
+        check_finite(self.xp, Xnew, name)
+        return Xnew
+
+    # ------------------------------------------------------------------ model protocol
+    def objective_and_grad(self, X=None, y=None):
+        """The objective to maximise and its gradients, keyed like :meth:`parameters`.
+
+        Parameters
+        ----------
+        X : array (n, d), optional
+            Default: the training inputs. A full-batch model needs the whole data set: an
+            array of another shape raises :class:`gpnum.ShapeError`.
+        y : array (n,), optional
+            Default: the training targets.
+
+        Returns
+        -------
+        value : 0-d array
+        grads : dict
+            Natural-form gradients, each shaped like its parameter.
+        """
+        X, y = self._training_batch(X, y)
+        return self._objective_and_grad(X, y)
+
+    def predict_f(self, Xnew, full_cov=False):
+        """Posterior mean and (co)variance of the latent function at ``Xnew``.
+
+        Parameters
+        ----------
+        Xnew : array (n, d)
+        full_cov : bool
+            Return the (n, n) posterior covariance instead of the marginal variances.
+
+        Returns
+        -------
+        mean : array (n,)
+        var : array (n,), or cov : array (n, n) with ``full_cov=True``
+        """
+        xp = self.xp
+        Xnew = self._check_new(Xnew)
+        state = self._prediction_state()
+        if full_cov:
+            mean, cov = self._predict(Xnew, state, True)
+            return mean, 0.5 * (cov + cov.T)  # exactly symmetric, as a covariance must be
+        n = Xnew.shape[0]
+        means, variances = [], []
+        for start in range(0, n, self._predict_chunk):
+            # Blocks of rows bound the (n_train or m, chunk) intermediates; the array API
+            # leaves a slice past the end unspecified, hence the min.
+            mean, var = self._predict(Xnew[start:min(start + self._predict_chunk, n), :],
+                                      state, False)
+            means.append(mean)
+            variances.append(var)
+        mean = means[0] if len(means) == 1 else xp.concat(means)
+        var = variances[0] if len(variances) == 1 else xp.concat(variances)
+        # Round-off can take a variance that is ~0 in exact arithmetic below zero; the floor
+        # keeps it in the likelihood's domain (predict_y, log_predictive_density).
+        floor = 1e-12 if self.dtype == xp.float64 else 1e-6
+        return mean, xp.where(var > floor, var, floor)
+
+    def predict_y(self, Xnew):
+        """Predictive mean and variance of noisy observations at ``Xnew``, each (n,).
+
+        The latent marginals of :meth:`predict_f` through
+        ``likelihood.predict_mean_and_var``: ``(mean, var + noise variance)``.
+        """
+        mean, var = self.predict_f(Xnew)
+        return self.likelihood.predict_mean_and_var(mean, var)
+
+    def log_predictive_density(self, Xnew, ynew):
+        """Per-point ``log p(ynew_i | Xnew_i, data)`` under the posterior, shape (n,).
+
+        ``log N(ynew_i; mean_i, var_i + noise variance)`` with the marginals of
+        :meth:`predict_f`.
+        """
+        Xnew = self._check_new(Xnew)
+        ynew = asarray(ynew, dtype=self.dtype, xp=self.xp, device=self._device)
+        if ynew.ndim != 1 or ynew.shape[0] != Xnew.shape[0]:
+            raise ShapeError(f"ynew: expected shape ({Xnew.shape[0]},) to match Xnew, got "
+                             f"{describe_shape(ynew.shape)}")
+        check_finite(self.xp, ynew, "ynew")
+        mean, var = self.predict_f(Xnew)
+        return self.likelihood.predictive_log_density(ynew, mean, var)
+
+    def _scalar(self, value):
+        """``value`` as a genuine 0-d array (NumPy reductions return NumPy scalars)."""
+        xp = self.xp
+        return xp.reshape(xp.asarray(value, dtype=self.dtype, device=self._device), ())
+
+    def _objective_and_grad(self, X, y):
+        raise NotImplementedError
+
+    def _prediction_state(self):
+        raise NotImplementedError
+
+    def _predict(self, Xnew, state, full_cov):
+        raise NotImplementedError

@@ -1,0 +1,152 @@
+"""Exact Gaussian process regression (GPR) with a learned constant mean.
+
+Rasmussen & Williams (2006), "Gaussian Processes for Machine Learning", chapter 2 (algorithm 2.1:
+prediction and the log marginal likelihood through one Cholesky factorisation) and section 5.4.1
+(the gradient of the log marginal likelihood w.r.t. the hyper-parameters).
+
+With ``K_y = K_XX + sigma^2 I`` (plus an optional fixed jitter), ``L L^T = K_y``, residual
+``r = y - c`` and ``alpha = K_y^{-1} r``:
+
+    log p(y | X) = -1/2 r^T alpha - sum_i log L_ii - n/2 log(2 pi),
+    d log p / d K_y = 1/2 (alpha alpha^T - K_y^{-1})     (=: K_bar, symmetric),
+
+so the kernel's parameters get ``kernel.gram_vjp(K_bar, X)``, the noise variance ``tr(K_bar)``
+and the constant mean ``sum(alpha)``. Cost: O(n^3) time, O(n^2) memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import cholesky, matmul, solve_triangular
+from gpnum.variational._composite import FullBatchGaussianModel
+
+__all__ = ["GPR"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class GPR(FullBatchGaussianModel):
+    """Exact GP regression: ``y = f(X) + eps``, ``f ~ GP(c, k)``, ``eps ~ N(0, sigma^2 I)``.
+
+    Parameters
+    ----------
+    kernel : gpnum.kernels.Kernel
+        Covariance function ``k`` (its parameters are learned).
+    likelihood : gpnum.likelihoods.Gaussian
+        Gaussian observation noise; its ``variance`` ``sigma^2`` is learned. Any other
+        likelihood raises ``TypeError`` (exact inference needs Gaussian noise: use SVGP).
+    X : array (n, d)
+        Training inputs, n >= 1. Their namespace, device and floating dtype become the model's;
+        the kernel and the likelihood must share them.
+    y : array (n,)
+        Training targets.
+    mean : float or array ()
+        Initial constant prior mean ``c`` (learned).
+    jitter : float, optional
+        Fixed value added to the diagonal of ``K_y`` on top of the noise variance (default 0).
+        If the Cholesky factorisation still fails, it is retried with growing extra jitter
+        (:func:`gpnum.backend.cholesky`) before :class:`gpnum.NotPSDError` is raised.
+
+    Attributes
+    ----------
+    mean : array ()
+    X, y : arrays (n, d), (n,)
+        The training data (read-only).
+    full_batch : bool
+        True: :meth:`objective_and_grad` needs the whole data set.
+
+    Notes
+    -----
+    Parameters are reported as a flat dict (:meth:`parameters`): ``mean``, ``kernel.<name>``,
+    ``likelihood.variance``.
+
+    References
+    ----------
+    Rasmussen, C. E. & Williams, C. K. I. (2006). Gaussian Processes for Machine Learning,
+    MIT Press, sections 2.2-2.3 (algorithm 2.1) and 5.4.1.
+    """
+
+    _param_names = ("mean",)
+    _positive = ()
+    _default_jitter = 0.0
+
+    def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None):
+        self._setup(kernel, likelihood, X, y, mean, jitter)
+
+    # ------------------------------------------------------------------ forward pieces
+    def _factor(self, X, need_vjp):
+        """Lower Cholesky factor of ``K_XX + (sigma^2 + jitter) I`` and the gram's backward."""
+        xp = self.xp
+        n = X.shape[0]
+        if need_vjp:
+            K, vjp = self.kernel.gram_and_vjp(X)
+        else:
+            K, vjp = self.kernel(X), None
+        noise = self.likelihood.variance * xp.eye(n, dtype=self.dtype, device=self._device)
+        # A new array: the gram's backward pass may read K, which must stay unmodified.
+        L = cholesky(K + noise, shift=self.jitter)
+        return L, vjp
+
+    def _lml(self, X, y, need_grad):
+        """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
+        xp = self.xp
+        n = X.shape[0]
+        L, vjp = self._factor(X, need_grad)
+        resid = y - self.mean
+        w = solve_triangular(L, resid, lower=True)  # L^{-1} r: r^T K_y^{-1} r = |w|^2
+        value = self._scalar(-0.5 * xp.sum(w * w) - xp.sum(xp.log(xp.linalg.diagonal(L)))
+                             - 0.5 * n * _LOG_2PI)
+        if not need_grad:
+            return value, None
+        alpha = solve_triangular(L, w, lower=True, trans=True)  # K_y^{-1} r
+        eye = xp.eye(n, dtype=self.dtype, device=self._device)
+        Linv = solve_triangular(L, eye, lower=True)
+        Ky_inv = matmul(Linv.T, Linv)
+        # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
+        K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - Ky_inv)
+        g_kernel = vjp(K_bar)["params"]
+        # dK_y/d sigma^2 = I: the trace of K_bar, tr(K_y^{-1}) = |L^{-1}|_F^2.
+        g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(Linv * Linv))
+        grads = {"mean": self._scalar(xp.sum(alpha))}
+        grads.update({f"kernel.{k}": v for k, v in g_kernel.items()})
+        grads["likelihood.variance"] = xp.reshape(self._scalar(g_noise),
+                                                  tuple(self.likelihood.variance.shape))
+        return value, grads
+
+    # ------------------------------------------------------------------ public API
+    def log_marginal_likelihood(self):
+        """``log p(y | X)`` under the current parameters (R&W 2006, eq. 2.30), a 0-d array."""
+        return self._lml(self._X, self._y, False)[0]
+
+    def log_marginal_likelihood_and_grad(self):
+        """:meth:`log_marginal_likelihood` and its gradients (R&W 2006, eq. 5.9).
+
+        Returns
+        -------
+        value : 0-d array
+        grads : dict
+            Keyed like :meth:`parameters` (``mean``, ``kernel.<name>``,
+            ``likelihood.variance``), natural form, each shaped like its parameter.
+        """
+        return self._lml(self._X, self._y, True)
+
+    def _objective_and_grad(self, X, y):
+        return self._lml(X, y, True)
+
+    def _prediction_state(self):
+        L, _ = self._factor(self._X, False)
+        resid = self._y - self.mean
+        alpha = solve_triangular(L, solve_triangular(L, resid, lower=True), lower=True,
+                                 trans=True)
+        return {"L": L, "alpha": alpha}
+
+    def _predict(self, Xnew, state, full_cov):
+        # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*.
+        xp = self.xp
+        Ks = self.kernel(self._X, Xnew)  # (n, k)
+        mean = self.mean + Ks.T @ state["alpha"]
+        V = solve_triangular(state["L"], Ks, lower=True)
+        if full_cov:
+            return mean, self.kernel(Xnew) - matmul(V.T, V)
+        return mean, self.kernel.diag(Xnew) - xp.sum(V * V, axis=0)
