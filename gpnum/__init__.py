@@ -6,10 +6,10 @@ from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # no
 from gpnum.variational import SVGP  # noqa: E402
 from gpnum import inducing, optim  # noqa: E402
 from gpnum.optim import fit  # noqa: E402
-from gpnum.checkpoint import load  # noqa: E402
+from gpnum.checkpoint import load, save  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["BackendError", "ConvergenceWarning", "NotPSDError", "SVGP", "ShapeError", "backend",
            "ciq", "datasets", "divergences", "fit", "inducing", "kernels", "likelihoods", "linalg",
-           "load", "optim", "__version__"]
+           "load", "optim", "save", "__version__"]

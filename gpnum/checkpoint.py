@@ -1,11 +1,17 @@
-"""Saving and loading an SVGP with its training state, in a plain ``.npz`` file.
+"""Saving and loading a model with its training state, in a plain ``.npz`` file.
 
-The file holds everything needed to resume training exactly: the model's configuration (kernel
-and likelihood classes with their settings), every parameter, and, when the model was trained
-with :func:`gpnum.fit`, the optimisers' state, step and epoch counters and the minibatch RNG
-state. Arrays are stored as NumPy arrays, settings as one JSON string; ``FORMAT_VERSION`` is
-checked on load. Loading builds new objects and touches nothing existing, so a corrupt or
-mismatched file raises before anything is half-loaded.
+Persistence sits above the models and sees them only through the model protocol: the model's
+class name, ``config()`` (settings), ``data()`` (constructor arrays that are not parameters),
+``parameters()``, and its kernel and likelihood (class, settings, parameters). When the model
+was trained with :func:`gpnum.fit`, the file also holds the optimisers' state, the step and
+epoch counters, the minibatch RNG state and the fixed parameters, so that training resumes
+exactly. Arrays are stored as NumPy arrays, settings as one JSON string; ``FORMAT_VERSION`` is
+checked on load.
+
+A checkpoint is data, never code: loading builds only classes from an allow-list of gpnum's own
+models, kernels and likelihoods, looked up by name; a file naming anything else is refused
+before anything is imported or built. Loading creates new objects and touches nothing existing,
+so a corrupt or mismatched file raises before anything is half-loaded.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from gpnum import backend as B
 
 __all__ = ["save", "load", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _SKIP_INIT = {"xp", "dtype", "device", "self"}
 
 
@@ -49,7 +55,8 @@ def _allowed_classes():
     """The classes a checkpoint may name: gpnum's own kernels and likelihoods, nothing else.
 
     A checkpoint is data: it must never make ``load`` import a module or call a class that the
-    file chooses (a crafted file could otherwise run code from any importable module).
+    file chooses (a crafted file could otherwise run code from any importable module). The
+    modules here are gpnum's own, imported by name in this function, whatever the file says.
     """
     from gpnum import kernels, likelihoods
 
@@ -60,6 +67,15 @@ def _allowed_classes():
             if isinstance(obj, type) and issubclass(obj, base) and obj is not base:
                 allowed[(module.__name__, name)] = obj
     return allowed
+
+
+def _allowed_models():
+    """Model classes a checkpoint may name: those exported by :mod:`gpnum.variational`."""
+    from gpnum import variational
+
+    return {name: getattr(variational, name) for name in variational.__all__
+            if isinstance(getattr(variational, name), type)
+            and hasattr(getattr(variational, name), "objective_and_grad")}
 
 
 def _build(spec, params, xp, dtype, device):
@@ -91,28 +107,37 @@ def _build(spec, params, xp, dtype, device):
 
 
 def save(model, path) -> None:
-    """Write ``model`` (and ``model.training_state`` if present) to ``path`` (``.npz``)."""
+    """Write ``model`` (and ``model.training_state`` if present) to ``path`` (``.npz``).
+
+    Parameters
+    ----------
+    model : a model of the model protocol (gpnum.SVGP, gpnum.GPR, gpnum.SGPR, ...)
+    path : str or path-like
+
+    Reload with :func:`load`. The file is written to a temporary name first and renamed, so an
+    interrupted save never leaves a half-written checkpoint behind.
+    """
     xp = model.xp
+    cls = type(model)
+    if _allowed_models().get(cls.__name__) is not cls:
+        raise TypeError(f"save: {cls.__module__}.{cls.__name__} is not one of gpnum's models "
+                        "(checkpoints rebuild only those)")
     config = {
         "format_version": FORMAT_VERSION,
+        "model": cls.__name__,
         "dtype": "float32" if model.dtype == xp.float32 else "float64",
-        "num_data": model.num_data,
-        "whitening": model.whitening,
-        "jitter": model.jitter,
-        "ciq_options": model.ciq_options,
-        "krylov_options": model.krylov_options,
-        "num_latent": model.num_latent,
-        "variational_form": model.variational_form,
+        "settings": model.config(),
         "kernel": _spec(model.kernel),
         "likelihood": _spec(model.likelihood),
     }
     arrays = {f"param/{k}": B.to_numpy(v) for k, v in model.parameters().items()}
+    arrays.update({f"data/{k}": B.to_numpy(v) for k, v in model.data().items()})
     state = getattr(model, "training_state", None)
     if state is not None:
         adam = state.adam.state_dict()
         config["training"] = {
             "epoch": state.epoch, "step": state.step, "rng_state": state.rng_state,
-            "seed": state.seed,
+            "seed": state.seed, "fixed": list(state.fixed),
             "adam": {k: v for k, v in adam.items() if not isinstance(v, np.ndarray)},
             "ngd": None if state.ngd is None else {
                 "gamma": state.ngd.gamma if not callable(state.ngd.gamma) else None,
@@ -127,6 +152,18 @@ def save(model, path) -> None:
     os.replace(tmp, path)  # never leave a half-written checkpoint behind
 
 
+def _from_version_1(config):
+    """Version 1 (gpnum 0.1.0's first checkpoints) held only SVGPs, with settings at the top."""
+    keys = ("num_data", "whitening", "jitter", "ciq_options", "krylov_options", "num_latent",
+            "variational_form")
+    new = {k: v for k, v in config.items() if k not in keys}
+    new["model"] = "SVGP"
+    new["settings"] = {k: config[k] for k in keys if k in config}
+    if new.get("training") is not None:
+        new["training"] = {"fixed": [], **new["training"]}
+    return new
+
+
 def load(path, *, xp=None, device=None):
     """Read a model saved by :func:`save` / ``SVGP.save``.
 
@@ -138,20 +175,18 @@ def load(path, *, xp=None, device=None):
 
     Returns
     -------
-    model : gpnum.SVGP
+    model : the saved model's class (gpnum.SVGP, gpnum.GPR, gpnum.SGPR, ...)
         With ``model.training_state`` restored when the file has one (resume with
         ``gpnum.fit(model, X, y, ..., resume=True)``).
 
     Raises
     ------
     ValueError
-        If the file is not a gpnum checkpoint, is corrupt, has another format version, or its
-        arrays do not match its configuration.
+        If the file is not a gpnum checkpoint, is corrupt, has another format version, names a
+        class that is not one of gpnum's models, kernels or likelihoods, or its arrays do not
+        match its configuration.
     """
-    from gpnum.optim._adam import Adam
-    from gpnum.optim._fit import TrainingState
-    from gpnum.optim._ngd import NaturalGradient
-    from gpnum.variational import SVGP
+    from gpnum.optim import Adam, NaturalGradient, TrainingState
 
     path = os.fspath(path)
     try:
@@ -167,25 +202,31 @@ def load(path, *, xp=None, device=None):
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: corrupt checkpoint configuration ({exc})") from exc
     version = config.get("format_version")
+    if version == 1:
+        config = _from_version_1(config)
+        version = FORMAT_VERSION
     if version != FORMAT_VERSION:
         raise ValueError(f"{path}: checkpoint format version {version!r} is not supported "
                          f"(this gpnum reads version {FORMAT_VERSION})")
     xp = B.namespace() if xp is None else xp
     dtype = getattr(xp, config["dtype"])
     params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}
+    data = {k[5:]: B.asarray(v, dtype=dtype if v.dtype.kind == "f" else None, xp=xp,
+                             device=device)
+            for k, v in files.items() if k.startswith("data/")}
     try:
+        cls = _allowed_models().get(config["model"])
+        if cls is None:
+            raise ValueError(f"{path}: checkpoint names the model {config['model']!r}, which is "
+                             f"not one of gpnum's ({', '.join(sorted(_allowed_models()))}); "
+                             "refusing to build it")
         kern_p = {k[7:]: v for k, v in params.items() if k.startswith("kernel.")}
         lik_p = {k[11:]: v for k, v in params.items() if k.startswith("likelihood.")}
         kernel = _build(config["kernel"], kern_p, xp, dtype, device)
         likelihood = _build(config["likelihood"], lik_p, xp, dtype, device)
-        Z = B.asarray(params["inducing_points"], dtype=dtype, xp=xp, device=device)
-        model = SVGP(kernel, likelihood, Z, num_data=config["num_data"],
-                     whitening=config["whitening"], jitter=config["jitter"],
-                     ciq_options=config["ciq_options"], num_latent=config["num_latent"])
-        model.krylov_options = dict(config["krylov_options"])
-        if config["variational_form"] == "natural":
-            model.to_natural()
-        own = {k: v for k, v in params.items() if "." not in k}
+        own = {k: B.asarray(v, dtype=dtype, xp=xp, device=device)
+               for k, v in params.items() if "." not in k}
+        model = cls.from_config(kernel, likelihood, own, config["settings"], data)
         expected = {k for k in model.parameters() if "." not in k}
         if set(own) != expected:
             raise ValueError(f"parameters {sorted(own)} do not match the model's "
@@ -206,7 +247,7 @@ def load(path, *, xp=None, device=None):
                 ngd.load_state_dict(g)
             model.training_state = TrainingState(
                 epoch=training["epoch"], step=training["step"], rng_state=training["rng_state"],
-                adam=adam, ngd=ngd, seed=training["seed"])
+                adam=adam, ngd=ngd, seed=training["seed"], fixed=tuple(training["fixed"]))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: checkpoint does not match its configuration ({exc!r})") from exc
     return model

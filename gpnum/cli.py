@@ -470,7 +470,7 @@ def run_fit(args):
     callbacks = ()
     if args.save is not None:
         def save_every_epoch(model, history, epoch):
-            model.save(args.save)
+            gpnum.save(model, args.save)
             return False
 
         callbacks = (save_every_epoch,)
@@ -480,7 +480,7 @@ def run_fit(args):
     wall = time.perf_counter() - t0
     res["wall_time_s"] = wall
     if args.save is not None:
-        model.save(args.save)  # also after a stop mid-epoch: the last good parameters
+        gpnum.save(model, args.save)  # also after a stop mid-epoch: the last good parameters
     print(f"{_metrics_line(res['test'])}  wall time={wall:.1f} s  "
           f"time/step={1e3 * res['time_per_step_s']:.1f} ms ({res['num_steps']} steps)")
     if hist.stopped:

@@ -68,7 +68,7 @@ def _assert_round_trip(model, path, xp, device):
     Xs = B.asarray(np.random.default_rng(2).standard_normal((9, d)), dtype=model.dtype, xp=xp,
                    device=device)
     before = model.predict_f(Xs)
-    model.save(path)
+    gpnum.save(model, path)
     loaded = gpnum.load(path, xp=xp, device=device)
     assert type(loaded.kernel) is type(model.kernel)
     assert type(loaded.likelihood) is type(model.likelihood)
@@ -125,7 +125,7 @@ def test_a_checkpoint_cannot_name_another_class(tmp_path):
     model = _model(_kernel("ard", np, np.float64, "cpu"),
                    _likelihood("gaussian", np, np.float64, "cpu"), "cholesky",
                    B.namespace_by_name("numpy"), np.float64, "cpu")
-    model.save(tmp_path / "ok.npz")
+    gpnum.save(model, tmp_path / "ok.npz")
     with np.load(tmp_path / "ok.npz") as f:
         files = dict(f)
     for module, cls in (("os", "system"), ("subprocess", "Popen"), ("gpnum.kernels", "Kernel"),
@@ -135,3 +135,58 @@ def test_a_checkpoint_cannot_name_another_class(tmp_path):
         np.savez(tmp_path / "evil.npz", **{**files, "config": np.array(json.dumps(cfg))})
         with pytest.raises(ValueError, match=f"names {module}.{cls}, which is not one of gpnum"):
             gpnum.load(tmp_path / "evil.npz")
+
+
+def test_a_checkpoint_naming_a_foreign_model_is_refused_without_importing_it(tmp_path,
+                                                                             monkeypatch):
+    """The model's name is looked up in gpnum's allow-list; the named module is never imported."""
+    import sys
+
+    probe = tmp_path / "gpnum_checkpoint_probe.py"
+    probe.write_text("IMPORTED = True\nclass SVGP:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = _model(_kernel("ard", np, np.float64, "cpu"),
+                   _likelihood("gaussian", np, np.float64, "cpu"), "cholesky",
+                   B.namespace_by_name("numpy"), np.float64, "cpu")
+    gpnum.save(model, tmp_path / "ok.npz")
+    with np.load(tmp_path / "ok.npz") as f:
+        files = dict(f)
+    for name in ("gpnum_checkpoint_probe.SVGP", "gpnum_checkpoint_probe", "Parameterised"):
+        cfg = json.loads(str(files["config"]))
+        cfg["model"] = name
+        cfg["kernel"]["module"] = "gpnum_checkpoint_probe"
+        np.savez(tmp_path / "evil.npz", **{**files, "config": np.array(json.dumps(cfg))})
+        with pytest.raises(ValueError, match=f"names the model '{name}', which is not one of"):
+            gpnum.load(tmp_path / "evil.npz")
+    assert "gpnum_checkpoint_probe" not in sys.modules
+
+
+def test_save_refuses_a_model_it_could_not_rebuild(tmp_path):
+    class MySVGP(gpnum.SVGP):
+        pass
+
+    model = _model(_kernel("ard", np, np.float64, "cpu"),
+                   _likelihood("gaussian", np, np.float64, "cpu"), "cholesky",
+                   B.namespace_by_name("numpy"), np.float64, "cpu")
+    model.__class__ = MySVGP
+    with pytest.raises(TypeError, match="MySVGP is not one of gpnum's models"):
+        gpnum.save(model, tmp_path / "x.npz")
+
+
+def test_version_1_checkpoints_still_load(tmp_path):
+    """A file in the first format (SVGP settings at the top level, no model name) loads."""
+    model = _model(_kernel("ard", np, np.float64, "cpu"),
+                   _likelihood("studentt", np, np.float64, "cpu"), "ciq",
+                   B.namespace_by_name("numpy"), np.float64, "cpu")
+    _randomise(model, seed=5)
+    gpnum.save(model, tmp_path / "v2.npz")
+    with np.load(tmp_path / "v2.npz") as f:
+        files = dict(f)
+    cfg = json.loads(str(files["config"]))
+    v1 = {k: v for k, v in cfg.items() if k not in ("model", "settings")}
+    v1.update(cfg["settings"], format_version=1)
+    np.savez(tmp_path / "v1.npz", **{**files, "config": np.array(json.dumps(v1))})
+    _assert_round_trip(gpnum.load(tmp_path / "v1.npz"), tmp_path / "again.npz",
+                       B.namespace_by_name("numpy"), "cpu")
+    np.testing.assert_array_equal(B.to_numpy(gpnum.load(tmp_path / "v1.npz").predict_f(
+        np.ones((2, D)))[0]), B.to_numpy(model.predict_f(np.ones((2, D)))[0]))

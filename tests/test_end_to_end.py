@@ -73,7 +73,7 @@ def test_load_train_evaluate_save_load_predict(tmp_path, xp, device, dtype, whit
     assert mean.shape == (Xt.shape[0],) and B.get_namespace(mean) is xp
     assert bool(xp.all(var >= 0.0))
     path = tmp_path / "model.npz"
-    model.save(path)
+    gpnum.save(model, path)
     loaded = gpnum.load(path, xp=xp, device=device)
     assert loaded.dtype == dtype and loaded.whitening == whitening
     mean2, var2 = loaded.predict_y(Xt)

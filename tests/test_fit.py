@@ -80,7 +80,7 @@ def test_resume_is_bit_identical(tmp_path):
     gpnum.fit(full, X, y, epochs=4, batch_size=32, progress=False, seed=5)
     half = new_model(X, m=8)
     gpnum.fit(half, X, y, epochs=2, batch_size=32, progress=False, seed=5)
-    half.save(tmp_path / "ckpt.npz")
+    gpnum.save(half, tmp_path / "ckpt.npz")
     resumed = gpnum.load(tmp_path / "ckpt.npz")
     assert resumed.training_state.epoch == 2
     gpnum.fit(resumed, X, y, epochs=4, batch_size=32, progress=False, resume=True)
@@ -92,7 +92,7 @@ def test_checkpoint_round_trip_natural_form_and_backends(tmp_path, xp, device):
     X, y, _ = toy(60)
     model = new_model(X, m=6, whitening="ciq")
     gpnum.fit(model, X, y, epochs=1, batch_size=30, progress=False, ngd_method="krylov")
-    model.save(tmp_path / "m.npz")
+    gpnum.save(model, tmp_path / "m.npz")
     loaded = gpnum.load(tmp_path / "m.npz", xp=xp, device=device)
     assert loaded.variational_form == "natural" and loaded.whitening == "ciq"
     for k, v in model.parameters().items():
@@ -112,7 +112,7 @@ def test_checkpoint_errors(tmp_path):
         gpnum.load(other)
     X, y, _ = toy(40)
     model = new_model(X, m=5)
-    model.save(tmp_path / "ok.npz")
+    gpnum.save(model, tmp_path / "ok.npz")
     with np.load(tmp_path / "ok.npz") as f:
         files = dict(f)
     import json
@@ -203,3 +203,37 @@ def test_progress_without_tqdm_prints_each_epoch_with_an_eta(capsys, monkeypatch
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith("epoch 1/2: mean ELBO")
     assert f"{hist.epoch_elbo[1]:.6g}" in out[1] and "ETA 0 s" in out[1]
+
+
+@pytest.mark.parametrize("optimizer", ["ngd", "adam"])
+def test_fixed_parameters_stay_bit_identical(optimizer):
+    X, y, _ = toy(90)
+    model = new_model(X, m=6)
+    names = ["likelihood.variance", "inducing_points", "kernel.lengthscale"]
+    if optimizer == "adam":
+        names.append("q_mu")
+    before = {k: B.to_numpy(model.parameters()[k]).copy() for k in model.parameters()}
+    gpnum.fit(model, X, y, epochs=2, batch_size=30, optimizer=optimizer, lr=0.05,
+              fixed=names, progress=False)
+    after = {k: B.to_numpy(v) for k, v in model.parameters().items()}
+    for k in names:
+        np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+    # and the others did move
+    assert not np.array_equal(after["kernel.variance"], before["kernel.variance"])
+    assert not np.array_equal(after["q_sqrt"], before["q_sqrt"])
+
+
+def test_fixed_errors_and_resume_keeps_them(tmp_path):
+    X, y, _ = toy(60)
+    model = new_model(X, m=5)
+    with pytest.raises(ValueError, match=r"fixed: \['kernel.nope'\] are not parameters"):
+        gpnum.fit(model, X, y, fixed=["kernel.nope"], progress=False)
+    with pytest.raises(ValueError, match="natural gradients update"):
+        gpnum.fit(model, X, y, fixed=["q_mu"], progress=False)
+    gpnum.fit(model, X, y, epochs=1, batch_size=30, fixed=["mean"], progress=False)
+    gpnum.save(model, tmp_path / "c.npz")
+    loaded = gpnum.load(tmp_path / "c.npz")
+    assert loaded.training_state.fixed == ("mean",)
+    mean = B.to_numpy(loaded.mean).copy()
+    gpnum.fit(loaded, X, y, epochs=3, batch_size=30, resume=True, progress=False)
+    np.testing.assert_array_equal(B.to_numpy(loaded.mean), mean)

@@ -248,6 +248,33 @@ def test_predictions_and_samples():
     np.testing.assert_allclose(S.var(0), var, rtol=0.06)
 
 
+@pytest.mark.parametrize("form", ["cholesky", "natural"])
+@pytest.mark.parametrize("whitening", ["cholesky", "ciq"])
+def test_full_covariance_against_dense_unwhitened_posterior(xp, device, whitening, form):
+    """predict_f(full_cov=True): K_XX - K_XZ K^-1 K_ZX + K_XZ K^-1 S_u K^-1 K_ZX, dense NumPy."""
+    X, Z, _, q_mu, q_sqrt = problem(11, m=6, b=5)
+    dtype = xp.float64
+    model = build(Gaussian(variance=0.3, xp=xp, dtype=dtype, device=device), Z, q_mu, q_sqrt,
+                  whitening=whitening, xp=xp, dtype=dtype, device=device, ciq=TIGHT_CIQ)
+    if form == "natural":
+        model.to_natural()
+        model.krylov_options["rtol"] = 1e-12
+    mean, cov = model.predict_f(B.asarray(X, dtype=dtype, xp=xp, device=device), full_cov=True)
+    assert cov.shape == (5, 5)
+    Kzz = matern52(Z, Z, 0.7, 1.3) + 1e-6 * np.eye(6)
+    W = np.linalg.cholesky(Kzz) if whitening == "cholesky" else sym_sqrt(Kzz)
+    Kinv = np.linalg.inv(Kzz)
+    Kxz = matern52(X, Z, 0.7, 1.3)
+    S_u = W @ q_sqrt @ q_sqrt.T @ W.T
+    ref_cov = (matern52(X, X, 0.7, 1.3) - Kxz @ Kinv @ Kxz.T
+               + Kxz @ Kinv @ S_u @ Kinv @ Kxz.T)
+    ref_mean = 0.2 + Kxz @ Kinv @ W @ q_mu
+    np.testing.assert_allclose(B.to_numpy(mean), ref_mean, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(B.to_numpy(cov), ref_cov, rtol=1e-7, atol=1e-9)
+    _, var = model.predict_f(B.asarray(X, dtype=dtype, xp=xp, device=device))
+    np.testing.assert_allclose(B.to_numpy(var), np.diag(ref_cov), rtol=1e-7, atol=1e-9)
+
+
 # ---------------------------------------------------------------- state and bad input
 
 

@@ -70,7 +70,9 @@ class TrainingState:
     adam: Adam
     ngd: NaturalGradient | None
     seed: int
+    good: dict | None = field(default=None, repr=False)
     last_error: str | None = None
+    fixed: tuple = ()
 
 
 def _as_batches(X, y, batch_size, rng):
@@ -84,9 +86,8 @@ def _take(xp, a, idx, device):
     return xp.take(a, B.asarray(idx, dtype=xp.int64, xp=xp, device=device), axis=0)
 
 
-def _split_q(grads, form):
-    q_names = ("q_mu", "q_sqrt") if form == "cholesky" else ()
-    return {k: v for k, v in grads.items() if k not in q_names}
+#: Parameters of q that natural gradients update (Adam must leave them alone under "ngd").
+_Q_NAMES = ("q_mu", "q_sqrt", "q_theta1", "q_precision")
 
 
 def _first_nonfinite(xp, named):
@@ -96,24 +97,52 @@ def _first_nonfinite(xp, named):
     return None
 
 
-def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr=0.01,
+def _all_finite(xp, arrays):
+    """One 0-d boolean array: every element of every array is finite (no host sync here)."""
+    flags = [xp.all(xp.isfinite(a)) for a in arrays]
+    return xp.all(xp.stack(flags)) if len(flags) > 1 else flags[0]
+
+
+def _check_fixed(model, fixed, optimizer):
+    names = tuple(fixed or ())
+    params = model.parameters()
+    unknown = [k for k in names if k not in params]
+    if unknown:
+        raise ValueError(f"fixed: {unknown} are not parameters of the model; expected names "
+                         f"from {sorted(params)}")
+    if optimizer == "ngd":
+        q = [k for k in names if k in _Q_NAMES]
+        if q:
+            raise ValueError(f"fixed: {q} belong to q, which natural gradients update; use "
+                             "optimizer='adam' to hold them")
+    return names
+
+
+def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=0.01,
         gamma=0.1, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
-        clip_curvature=True):
-    """Train an SVGP by stochastic variational inference.
+        clip_curvature=True, fixed=(), maxiter=1000):
+    """Train a model of the model protocol (docs: "Adding a model").
+
+    Minibatch models (SVGP) by stochastic variational inference; full-batch models (GPR, SGPR:
+    ``model.full_batch``) by L-BFGS-B or Adam on all the data.
 
     Parameters
     ----------
-    model : gpnum.SVGP
+    model : gpnum.SVGP, gpnum.GPR, gpnum.SGPR or any model of the protocol
     X, y : arrays (n, d), (n,)
-        Training data on any backend (converted to the model's). Alternatively ``batches``.
+        Training data on any backend (converted to the model's), validated once here.
+        Alternatively ``batches``. Full-batch models use their own data when these are None.
     epochs : int
         Total number of passes over the data. With ``resume=True`` training continues from the
         epoch stored in ``model.training_state`` up to this total.
     batch_size : int
-    optimizer : {"ngd", "adam"}
-        ``"ngd"``: natural gradients for ``q`` alternating with Adam for everything else (the
-        seed-000 protocol); ``"adam"``: Adam on every parameter.
+    optimizer : {"ngd", "adam", "lbfgs"}, optional
+        ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
+        Adam for everything else (the seed-000 protocol); ``"adam"``: Adam on every parameter;
+        ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
+        host vector of unconstrained parameters, up to ``maxiter`` iterations (the model itself
+        stays on its backend).
     lr : float
         Adam's learning rate (or its initial value under ``lr_schedule``).
     gamma : float
@@ -147,6 +176,11 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
     resume : bool
         Continue from ``model.training_state`` (optimiser state, counters, RNG): a resumed run
         matches an uninterrupted one exactly.
+    fixed : sequence of str
+        Parameter names (as in ``model.parameters()``, e.g. ``"likelihood.variance"``,
+        ``"inducing_points"``) held bit-identical: no optimiser touches them.
+    maxiter : int
+        L-BFGS-B iterations (``optimizer="lbfgs"`` only).
 
     Returns
     -------
@@ -160,21 +194,36 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
     A non-finite ELBO or parameter stops training with the parameters of the last good step
     restored and a warning naming the parameter.
     """
-    xp = model.xp
-    if optimizer not in ("ngd", "adam"):
-        raise ValueError(f"optimizer: expected 'ngd' or 'adam', got {optimizer!r}")
+    full_batch = bool(getattr(model, "full_batch", False))
+    if optimizer is None:
+        optimizer = "lbfgs" if full_batch else "ngd"
+    if optimizer not in ("ngd", "adam", "lbfgs"):
+        raise ValueError(f"optimizer: expected 'ngd', 'adam' or 'lbfgs', got {optimizer!r}")
+    if full_batch and optimizer == "ngd":
+        raise ValueError(f"optimizer='ngd': {type(model).__name__} has no variational "
+                         "distribution to take natural gradients of; use 'lbfgs' or 'adam'")
+    if not full_batch and optimizer == "lbfgs":
+        raise ValueError(f"optimizer='lbfgs' needs a full-batch model (GPR, SGPR); "
+                         f"{type(model).__name__} trains on minibatches: use 'ngd' or 'adam'")
     epochs = int(epochs)
     batch_size = int(batch_size)
     if epochs < 0 or batch_size < 1:
         raise ValueError(f"epochs >= 0 and batch_size >= 1 expected, got {epochs}, {batch_size}")
-    if batches is None:
+    fixed = _check_fixed(model, fixed, optimizer)
+    if full_batch:
+        if batches is not None:
+            raise ValueError(f"batches: {type(model).__name__} is a full-batch model")
+        if (X is None) != (y is None):
+            raise ValueError("fit: pass both X and y, or neither (the model's own data)")
+        data = model.data()
+        X, y = model.check_data(data["X"] if X is None else X, data["y"] if y is None else y)
+        batch_size = X.shape[0]
+        if optimizer == "lbfgs":
+            return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks)
+    elif batches is None:
         if X is None or y is None:
             raise ValueError("fit: pass X and y, or a batches callable")
-        X = model._check_X(X)
-        y = model._check_y(y, X.shape[0])
-        if X.shape[0] > model.num_data:
-            raise ValueError(f"num_data: the model says {model.num_data} points but X has "
-                             f"{X.shape[0]}")
+        X, y = model.check_data(X, y)  # once: each step then trusts them
     if resume:
         state = getattr(model, "training_state", None)
         if state is None:
@@ -182,14 +231,16 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer="ngd", lr
                              "checkpoint first)")
         if gamma_schedule is not None and state.ngd is not None:
             state.ngd.gamma = gamma_schedule  # schedules are code: they are not saved
+        if fixed:
+            state.fixed = fixed
     else:
         ngd = (NaturalGradient(gamma_schedule if gamma_schedule is not None else gamma,
                                ngd_method, clip_curvature=clip_curvature)
                if optimizer == "ngd" else None)
         rng0 = B.default_rng(seed)
         state = TrainingState(epoch=0, step=0, rng_state=rng0.get_state(), adam=Adam(lr=lr),
-                              ngd=ngd, seed=int(seed))
-    if state.ngd is None:
+                              ngd=ngd, seed=int(seed), fixed=fixed)
+    if state.ngd is None and hasattr(model, "to_cholesky"):
         model.to_cholesky()  # Adam works on q_mu, q_sqrt
     model.training_state = state
     rng = B.default_rng(state.seed)
@@ -225,13 +276,15 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             if lr_schedule is not None:
                 state.adam.lr = float(lr_schedule(epoch))
             if batches is None:
-                it = ((_take(xp, X, idx, model._device), _take(xp, y, idx, model._device))
+                it = ((_take(xp, X, idx, model.device), _take(xp, y, idx, model.device))
                       for idx in _as_batches(X, y, batch_size, rng))
             else:
                 it = batches(epoch)
             elbos = []
             for Xb, yb in it:
-                value = _train_step(model, state, Xb, yb)
+                # A user's batches callable is checked batch by batch; fit's own batches were
+                # checked once, as X and y.
+                value = _train_step(model, state, Xb, yb, validate=batches is not None)
                 if value is None:
                     history.stopped = state.last_error
                     warnings.warn(f"fit stopped at epoch {epoch}, step {state.step}: "
@@ -250,38 +303,120 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             if any(cb(model, history, epoch) for cb in callbacks):
                 history.stopped = f"stopped by a callback after epoch {epoch + 1}"
                 break
+        # Each step checks the parameters the step before it left; this checks the last's.
+        params = model.parameters()
+        if history.num_steps and not bool(_all_finite(xp, list(params.values()))):
+            _stop(model, state, xp, params=params)
+            history.stopped = state.last_error
+            warnings.warn(f"fit stopped after step {state.step}: {state.last_error}",
+                          RuntimeWarning, stacklevel=4)
     finally:
         bar.close()
 
 
-def _train_step(model, state, Xb, yb):
-    """One NGD + Adam (or Adam only) step; returns the minibatch ELBO, or None if it went bad."""
+def _train_step(model, state, Xb, yb, *, validate):
+    """One NGD + Adam (or Adam only) step; returns the minibatch objective, or None if it went
+    bad. One host synchronisation: the objective, made NaN when a gradient or a parameter (of
+    the previous step's update) is not finite."""
     xp = model.xp
-    before = {k: v for k, v in model.parameters().items()}
-    value, grads, data = model.elbo_and_grad(Xb, yb, return_data=True)
-    v = float(value)
-    if not math.isfinite(v):
-        bad = _first_nonfinite(xp, grads) or "the ELBO"
-        state.last_error = f"non-finite ELBO ({v}); first non-finite gradient: {bad}"
-        return None
-    hyper = _split_q(grads, model.variational_form) if state.ngd is not None else grads
+    params = model.parameters()
+    if state.ngd is not None:
+        value, grads, data = model.objective_and_grad(Xb, yb, validate=validate,
+                                                      return_data=True)
+    else:
+        value, grads = model.objective_and_grad(Xb, yb, validate=validate)
+        data = None
+    # Natural gradients update q themselves; fixed parameters get no step at all.
+    skip = set(state.fixed) | (set(_Q_NAMES) if state.ngd is not None else set())
+    hyper = {k: g for k, g in grads.items() if k not in skip}
     hyper_u = model.grad_to_unconstrained(hyper)
-    bad = _first_nonfinite(xp, hyper_u)
-    if bad is not None:
-        state.last_error = f"non-finite gradient of {bad}"
+    ok = _all_finite(xp, [*hyper_u.values(), *params.values()])
+    v = float(xp.where(ok, value, xp.asarray(float("nan"), dtype=value.dtype,
+                                             device=B.device_of(value))))
+    if not math.isfinite(v):
+        _stop(model, state, xp, value=value, grads=grads, hyper_u=hyper_u, params=params)
         return None
+    state.good = params  # finite: the values to go back to if this step's update is not
     if state.ngd is not None:
         state.ngd.step(model, data=data)
     current_u = model.unconstrained()
     new_u = state.adam.step({k: current_u[k] for k in hyper_u}, hyper_u, maximize=True)
     model.set_unconstrained(new_u)
-    bad = _first_nonfinite(xp, model.parameters())
-    if bad is not None:
-        model.set_parameters(before)
-        state.last_error = f"parameter {bad} became non-finite; restored the last good values"
-        return None
     state.step += 1
     return v
+
+
+def _stop(model, state, xp, *, value=None, grads=None, hyper_u=None, params=None):
+    """Say what went non-finite (the slow, per-array look happens only here) and restore the
+    last good parameters when the parameters themselves are at fault."""
+    bad_param = _first_nonfinite(xp, params)
+    if bad_param is not None:
+        if state.good is not None:
+            model.set_parameters(state.good)
+        state.last_error = (f"parameter {bad_param} became non-finite; restored the last good "
+                            "values")
+    elif value is not None and not math.isfinite(float(value)):
+        bad = _first_nonfinite(xp, grads) or "the objective"
+        state.last_error = (f"non-finite objective ({float(value)}); first non-finite "
+                            f"gradient: {bad}")
+    else:
+        state.last_error = f"non-finite gradient of {_first_nonfinite(xp, hyper_u)}"
+
+
+def _flat(xp, arrays, names):
+    import numpy as np
+
+    return np.concatenate([np.ravel(B.to_numpy(arrays[k])).astype(np.float64) for k in names])
+
+
+def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
+    """Full-batch training by SciPy's L-BFGS-B on the host vector of unconstrained parameters."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    xp = model.xp
+    names = [k for k in model.unconstrained() if k not in set(fixed)]
+    shapes = {k: tuple(v.shape) for k, v in model.unconstrained().items()}
+    sizes = [int(np.prod(shapes[k])) if shapes[k] else 1 for k in names]
+    history = History()
+    t_start = time.perf_counter()
+    last = {}
+
+    def unflatten(x):
+        out, i = {}, 0
+        for k, size in zip(names, sizes):
+            out[k] = B.asarray(x[i:i + size].reshape(shapes[k]), dtype=model.dtype, xp=xp,
+                               device=model.device)
+            i += size
+        return out
+
+    def objective(x):
+        model.set_unconstrained(unflatten(x))
+        value, grads = model.objective_and_grad(X, y, validate=False)
+        g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
+        v = float(value)
+        g = _flat(xp, g_u, names)
+        if not (math.isfinite(v) and np.all(np.isfinite(g))):
+            return np.inf, np.zeros_like(x)  # L-BFGS-B's line search backs off
+        last["value"] = v
+        return -v, -g
+
+    def record(xk):
+        history.step_elbo.append(last.get("value", float("nan")))
+        history.step_time.append(time.perf_counter() - t_start)
+
+    x0 = _flat(xp, model.unconstrained(), names)
+    res = minimize(objective, x0, jac=True, method="L-BFGS-B", callback=record,
+                   options={"maxiter": maxiter})
+    model.set_unconstrained(unflatten(res.x))
+    history.epoch_elbo.append(float(model.objective_and_grad(X, y, validate=False)[0]))
+    if not res.success:
+        history.stopped = f"L-BFGS-B: {res.message}"
+        warnings.warn(f"fit: L-BFGS-B stopped without converging after {res.nit} iterations: "
+                      f"{res.message}", ConvergenceWarning, stacklevel=3)
+    for cb in callbacks:
+        cb(model, history, 0)
+    return history
 
 
 def evaluate(model, X, y):
@@ -292,8 +427,6 @@ def evaluate(model, X, y):
     dict with ``rmse`` or ``accuracy``, and ``nll`` (mean negative log predictive density).
     """
     xp = model.xp
-    X = model._check_X(X, "X_val")
-    y = model._check_y(y, X.shape[0])
     mean, _ = model.predict_y(X)
     nll = -float(xp.mean(model.log_predictive_density(X, y)))
     lik = type(model.likelihood).__name__

@@ -125,12 +125,12 @@ class NaturalGradient:
         if self.clip_curvature:
             g_var = xp.minimum(g_var, xp.zeros_like(g_var))
         m = A.shape[0]
-        eye = xp.eye(m, dtype=A.dtype, device=model._device)
+        eye = xp.eye(m, dtype=A.dtype, device=model.device)
         new_t1, new_P = [], []
         if self.method == "dense":
-            q_mu, q_sqrt = model._q()
+            q_mu, q_sqrt = model.q_cholesky()
         else:
-            th, P = model._q_natural()
+            th, P = model.q_natural()
         used = gamma
         for l in range(model.num_latent):
             # Positive definite by construction (module docstring): no check solve needed.
@@ -187,7 +187,7 @@ class NaturalGradient:
         with warnings.catch_warnings():
             # A breakdown here is the signal we look for, handled by rejecting the step.
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = model._precision_solve(P, t1[:, None], rtol=rtol)
+            res = model.precision_solve(P, t1[:, None], rtol=rtol)
         if res.info < 0:
             return False, None
         return True, (t1, P)

@@ -244,14 +244,69 @@ class SVGP(Parameterised):
                     for k, v in self.likelihood.grad_to_unconstrained(lik).items()})
         return out
 
-    def save(self, path) -> None:
-        """Write the model and its training state to a ``.npz`` file (see :mod:`gpnum.checkpoint`).
+    # ------------------------------------------------------------------ model protocol
+    #: Minibatch model: ``fit`` samples batches and scales by ``num_data / b`` (GPR and SGPR,
+    #: full-batch models, say True).
+    full_batch = False
 
-        Reload with ``gpnum.load(path)``.
+    @property
+    def device(self):
+        """Device of the model's arrays."""
+        return self._device
+
+    def config(self) -> dict:
+        """Constructor settings that are not arrays (JSON-able): with :meth:`data`, the kernel,
+        the likelihood and :meth:`parameters` they rebuild the model (see :mod:`gpnum.checkpoint`)."""
+        return {"num_data": self.num_data, "whitening": self.whitening, "jitter": self.jitter,
+                "ciq_options": dict(self.ciq_options), "num_latent": self.num_latent,
+                "krylov_options": dict(self.krylov_options),
+                "variational_form": self.variational_form}
+
+    @classmethod
+    def from_config(cls, kernel, likelihood, params, config, data):
+        """Rebuild a model from :meth:`config`, :meth:`data` and :meth:`parameters` values."""
+        Z = params["inducing_points"]
+        model = cls(kernel, likelihood, Z, num_data=config["num_data"],
+                    whitening=config["whitening"], jitter=config["jitter"],
+                    ciq_options=config["ciq_options"], num_latent=config["num_latent"])
+        model.krylov_options = dict(config["krylov_options"])
+        if config["variational_form"] == "natural":
+            model.to_natural()
+        return model
+
+    def data(self) -> dict:
+        """Constructor arrays that are not parameters: none for SVGP (the data stream past)."""
+        return {}
+
+    def check_data(self, X, y):
+        """Validate and convert training data once (:func:`gpnum.fit` does, then passes
+        ``validate=False`` to each step).
+
+        Parameters
+        ----------
+        X : array (n, d)
+        y : array (n,)
+
+        Returns
+        -------
+        X, y : arrays in the model's namespace, dtype and device
+
+        Raises
+        ------
+        ShapeError, ValueError
+            Wrong shapes, NaN/Inf, targets outside the likelihood's support, or more points
+            than ``num_data``.
         """
-        from gpnum.checkpoint import save  # the checkpoint layer sits above the models
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        if X.shape[0] > self.num_data:
+            raise ValueError(f"num_data: the model says {self.num_data} points but X has "
+                             f"{X.shape[0]}")
+        return X, y
 
-        save(self, path)
+    def objective_and_grad(self, X, y, *, validate=True, return_data=False):
+        """The objective to maximise (the ELBO) and its gradients: :meth:`elbo_and_grad`."""
+        return self.elbo_and_grad(X, y, validate=validate, return_data=return_data)
 
     # ------------------------------------------------------------------ input checks
     def _check_X(self, X, name="X"):
@@ -270,6 +325,34 @@ class SVGP(Parameterised):
         if hasattr(self.likelihood, "check_targets"):
             self.likelihood.check_targets(y)
         return y
+
+    def q_cholesky(self):
+        """``q_mu`` (L, m) and ``q_sqrt`` (L, m, m) with a leading latent axis (Cholesky form).
+
+        Raises
+        ------
+        RuntimeError
+            If the model holds q in natural form (call :meth:`to_cholesky` first).
+        """
+        return self._q()
+
+    def q_natural(self):
+        """``q_theta1`` (L, m) and ``q_precision`` (L, m, m) with a leading latent axis.
+
+        Raises
+        ------
+        RuntimeError
+            If the model holds q in Cholesky form (call :meth:`to_natural` first).
+        """
+        if self._form != "natural":
+            raise RuntimeError("the model holds q in Cholesky form; call to_natural() first")
+        return self._q_natural()
+
+    def precision_solve(self, P, rhs, *, rtol=None):
+        """PCG solve ``P x = rhs`` against a candidate precision ``P`` (m, m), rhs (m, k), with
+        this model's ``krylov_options`` and spectral preconditioner (a
+        :class:`gpnum.linalg.SolverResult`; ``info < 0`` flags negative curvature)."""
+        return self._precision_solve(P, rhs, rtol=rtol)
 
     def _q(self):
         """q_mu (L, m) and q_sqrt (L, m, m) with a leading latent axis (Cholesky form)."""
@@ -545,15 +628,17 @@ class SVGP(Parameterised):
             raise ValueError(f"num_data: expected at least the batch size {b}, got "
                              f"{self.num_data}")
 
-    def data_term_and_grad(self, X, y):
+    def data_term_and_grad(self, X, y, *, validate=True):
         """Data term of the ELBO and its gradients w.r.t. the marginals and ``A``.
 
         Used by the natural-gradient optimisers. Returns a dict with ``value`` (0-d, scaled by
         ``num_data / b``), ``A`` (m, b), ``g_mu`` and ``g_var`` ((b, L), already scaled), ``mu``,
-        ``var``, ``lik_grads`` (scaled), and the forward cache.
+        ``var``, ``lik_grads`` (scaled), and the forward cache. ``validate=False`` skips the
+        input checks for data that :meth:`check_data` has already passed.
         """
-        X = self._check_X(X)
-        y = self._check_y(y, X.shape[0])
+        if validate:
+            X = self._check_X(X)
+            y = self._check_y(y, X.shape[0])
         self._check_batch(X.shape[0])
         mu, var, cache = self._marginals(X, need_grad=True)
         ve, g = self.likelihood.variational_expectations_and_grad(
@@ -567,8 +652,10 @@ class SVGP(Parameterised):
                 "lik_grads": {k: scale * v for k, v in g["params"].items()},
                 "cache": cache, "X": X}
 
-    def elbo_and_grad(self, X, y, *, return_data=False):
+    def elbo_and_grad(self, X, y, *, validate=True, return_data=False):
         """ELBO (see :meth:`elbo`) and its gradient w.r.t. every parameter.
+
+        ``validate=False`` skips the input checks (for data :meth:`check_data` has passed).
 
         Returns
         -------
@@ -581,7 +668,7 @@ class SVGP(Parameterised):
             natural-gradient step reuses.
         """
         xp = self.xp
-        d = self.data_term_and_grad(X, y)
+        d = self.data_term_and_grad(X, y, validate=validate)
         A, g_mu, g_var = d["A"], d["g_mu"], d["g_var"]
         c = d["cache"]
         X = d["X"]
@@ -628,18 +715,25 @@ class SVGP(Parameterised):
             return d["value"] - kl_total, grads, d
         return d["value"] - kl_total, grads
 
-    def predict_f(self, X):
-        """Marginal mean and variance of the latent function(s) at ``X``.
+    def predict_f(self, X, full_cov=False):
+        """Mean and variance (or covariance) of the latent function(s) at ``X`` under q.
 
         Parameters
         ----------
         X : array (n, d)
+        full_cov : bool
+            Return the (n, n) posterior covariance ``K_XX - A^T A + A^T S' A`` instead of its
+            diagonal (O(n^2) memory: meant for n up to a few thousand).
 
         Returns
         -------
-        mean, var : arrays (n,) (or (n, num_latent))
+        mean : array (n,) (or (n, num_latent))
+        var : array (n,) (or (n, num_latent)), when ``full_cov`` is False
+        cov : array (n, n) (or (num_latent, n, n)), when ``full_cov`` is True
         """
         X = self._check_X(X)
+        if full_cov:
+            return self._predict_full_cov(X)
         # CIQ keeps q per-shift solves of each chunk ((q, m, chunk) values): smaller chunks.
         chunk = _PREDICT_CHUNK if self.whitening == "cholesky" else _PREDICT_CHUNK_CIQ
         mus, vs = [], []
@@ -655,6 +749,27 @@ class SVGP(Parameterised):
         mu = self.xp.concat(mus, axis=0)
         var = self.xp.concat(vs, axis=0)
         return self._squeeze(mu), self._squeeze(var)
+
+    def _predict_full_cov(self, X):
+        xp = self.xp
+        A, _ = self._whiten(self.kernel(self.inducing_points, X))
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+            RtA = [triangular_matmul(q_sqrt[l, ...], A, trans=True)
+                   for l in range(self.num_latent)]
+            data_cov = [r.T @ r for r in RtA]
+        else:
+            q_mu, SA = self._natural_solves(A)
+            data_cov = [A.T @ SA[l, ...] for l in range(self.num_latent)]
+        base = self.kernel(X) - A.T @ A
+        covs = []
+        for c in data_cov:
+            cov = base + c
+            covs.append(0.5 * (cov + cov.T))
+        mean = self.mean + A.T @ q_mu.T  # (n, L)
+        if self.num_latent == 1:
+            return mean[:, 0], covs[0]
+        return mean, xp.stack(covs)
 
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
@@ -683,23 +798,15 @@ class SVGP(Parameterised):
         num_samples = int(num_samples)
         if num_samples < 1:
             raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples}")
-        Kzx = self.kernel(self.inducing_points, X)
-        A, _ = self._whiten(Kzx)
-        if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
-            SA = xp.matmul(q_sqrt, xp.matmul(xp.permute_dims(q_sqrt, (0, 2, 1)), A[None, :, :]))
-        else:
-            q_mu, SA = self._natural_solves(A)
+        mean, cov = self._predict_full_cov(X)
+        if self.num_latent == 1:
+            mean, cov = mean[:, None], cov[None, ...]
         rng = B.default_rng(seed, xp=xp, device=self._device)
         n = X.shape[0]
-        Kxx = self.kernel(X)
         out = []
         for l in range(self.num_latent):
-            cov = Kxx - A.T @ A + A.T @ SA[l, ...]
-            cov = 0.5 * (cov + cov.T)
-            Lc = xp.astype(cholesky(xp.astype(cov, xp.float64), jitter=1e-10, max_tries=6),
-                           self.dtype)
+            Lc = xp.astype(cholesky(xp.astype(cov[l, ...], xp.float64), jitter=1e-10,
+                                    max_tries=6), self.dtype)
             eps = rng.normal((n, num_samples), dtype=self.dtype)
-            f = self.mean + (A.T @ q_mu[l, ...])[:, None] + Lc @ eps
-            out.append(f.T)
+            out.append((mean[:, l][:, None] + Lc @ eps).T)
         return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)

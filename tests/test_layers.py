@@ -1,0 +1,66 @@
+"""The layer order of design.md section 1: each layer imports only the layers above it.
+
+The walk reads every module's source (function-level imports included, since a lazy import is
+still a dependency) and maps ``gpnum.<package>`` to its layer. Two corrections to the design
+table, which its own column "must not know about" implies: ``params`` uses ``backend`` (it
+converts values to arrays), so it sits just below it; ``datasets`` and ``inducing`` know nothing
+of models, and ``hmm`` and the CLI use them, so they sit above the models.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import gpnum
+
+ORDER = [("errors",), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
+         ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("variational",),
+         ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("cli", "__main__")]
+LAYER = {name: i for i, names in enumerate(ORDER) for name in names}
+ROOT = pathlib.Path(gpnum.__file__).parent
+
+
+def _layer(module):
+    parts = module.split(".")
+    return LAYER.get(parts[1]) if len(parts) > 1 and parts[0] == "gpnum" else None
+
+
+def _imports(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "gpnum":
+                yield from ("gpnum." + a.name for a in node.names)
+            elif node.module.startswith("gpnum."):
+                yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("gpnum."))
+
+
+def test_every_gpnum_package_has_a_layer():
+    packages = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
+                if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
+    assert packages - {"__init__"} <= set(LAYER), packages - set(LAYER)
+
+
+def test_no_module_imports_a_layer_below_its_own():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = ".".join(("gpnum",) + path.relative_to(ROOT).with_suffix("").parts)
+        if module == "gpnum.__init__":
+            continue  # the package re-exports every layer
+        me = _layer(module)
+        for target in _imports(path):
+            there = _layer(target)
+            if there is not None and there > me:
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_script_entry_point_is_the_cli():
+    text = (ROOT.parent / "pyproject.toml").read_text() if (ROOT.parent / "pyproject.toml").exists() else None
+    if text is not None:
+        assert 'gpnum = "gpnum.cli:main"' in text
+    r = subprocess.run([sys.executable, "-c", "import gpnum.cli, sys; sys.exit(gpnum.cli.main(['--version']))"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == gpnum.__version__
