@@ -106,6 +106,7 @@ def test_lml_on_every_backend(xp, dtype, device):
     params = model.parameters()
     assert list(grads) == list(params)
     for name, g in grads.items():
+        assert type(g) is type(params[name]), name  # genuine arrays, not NumPy scalars
         assert B.get_namespace(g) is xp and g.dtype == dtype, name
         assert tuple(g.shape) == tuple(params[name].shape), name
         assert B.device_of(g) == B.device_of(params[name]), name

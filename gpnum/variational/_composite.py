@@ -354,8 +354,17 @@ class FullBatchGaussianModel(ComposedParameters):
 
     def _scalar(self, value):
         """``value`` as a genuine 0-d array (NumPy reductions return NumPy scalars)."""
+        return self._shaped(value, ())
+
+    def _shaped(self, value, shape):
+        """``value`` as a genuine array of ``shape`` in the model's namespace, dtype, device.
+
+        Gradients of 0-d parameters come back from NumPy arithmetic as NumPy scalars; the
+        model protocol hands out arrays shaped like the parameters.
+        """
         xp = self.xp
-        return xp.reshape(xp.asarray(value, dtype=self.dtype, device=self._device), ())
+        return xp.reshape(xp.asarray(value, dtype=self.dtype, device=self._device),
+                          tuple(shape))
 
     def _objective_and_grad(self, X, y):
         raise NotImplementedError

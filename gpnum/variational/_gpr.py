@@ -109,9 +109,10 @@ class GPR(FullBatchGaussianModel):
         # dK_y/d sigma^2 = I: the trace of K_bar, tr(K_y^{-1}) = |L^{-1}|_F^2.
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(Linv * Linv))
         grads = {"mean": self._scalar(xp.sum(alpha))}
-        grads.update({f"kernel.{k}": v for k, v in g_kernel.items()})
-        grads["likelihood.variance"] = xp.reshape(self._scalar(g_noise),
-                                                  tuple(self.likelihood.variance.shape))
+        kernel_params = self.kernel.parameters()
+        grads.update({f"kernel.{k}": self._shaped(v, kernel_params[k].shape)
+                      for k, v in g_kernel.items()})
+        grads["likelihood.variance"] = self._shaped(g_noise, self.likelihood.variance.shape)
         return value, grads
 
     # ------------------------------------------------------------------ public API

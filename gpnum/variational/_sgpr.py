@@ -170,11 +170,10 @@ class SGPR(FullBatchGaussianModel):
         gdiag = self.kernel.diag_vjp(g_diag, X)
         grads = {"mean": self._scalar(xp.sum(alpha)),
                  "inducing_points": gzz["X1"] + gzx["X1"]}
-        for name in self.kernel.parameters():
-            grads[f"kernel.{name}"] = (gzz["params"][name] + gzx["params"][name]
-                                       + gdiag["params"][name])
-        grads["likelihood.variance"] = xp.reshape(self._scalar(g_noise),
-                                                  tuple(self.likelihood.variance.shape))
+        for name, param in self.kernel.parameters().items():
+            grads[f"kernel.{name}"] = self._shaped(
+                gzz["params"][name] + gzx["params"][name] + gdiag["params"][name], param.shape)
+        grads["likelihood.variance"] = self._shaped(g_noise, self.likelihood.variance.shape)
         return value, grads
 
     # ------------------------------------------------------------------ public API
