@@ -112,36 +112,41 @@ class SGPR(FullBatchGaussianModel):
         return self.inducing_points.shape[0]
 
     # ------------------------------------------------------------------ forward pieces
-    def _kzz_factor(self, need_vjp):
-        """Lower Cholesky factor of ``K_ZZ + jitter I`` and the gram's backward function."""
+    def _factors(self, X, y, need_vjp):
+        """The factors shared by the bound and the predictions (module notes).
+
+        Returns a dict with ``L`` (m, m), ``A = L^{-1} K_ZX`` (m, n), ``C = A A^T / sigma^2``,
+        ``LB`` (m, m, Cholesky of ``I + C``), ``resid = y - c`` (n,), ``c_vec`` (m,), and the
+        kernel's backward functions for ``K_ZZ`` and ``K_ZX`` (None unless ``need_vjp``).
+        """
+        xp = self.xp
         Z = self.inducing_points
+        s2 = self.likelihood.variance
         if need_vjp:
-            Kzz, vjp = self.kernel.gram_and_vjp(Z)
+            Kzz, kzz_vjp = self.kernel.gram_and_vjp(Z)
+            Kzx, kzx_vjp = self.kernel.gram_and_vjp(Z, X)
         else:
-            Kzz, vjp = self.kernel(Z), None
+            Kzz, Kzx = self.kernel(Z), self.kernel(Z, X)
+            kzz_vjp = kzx_vjp = None
         # The jitter as cholesky's shift: K_ZZ itself stays unmodified for the backward pass.
         L = cholesky(Kzz, shift=self.jitter, jitter=max(self.jitter, 1e-12) * 10.0)
-        return L, vjp
+        A = solve_triangular(L, Kzx, lower=True)
+        C = matmul(A, A.T) / s2
+        LB = cholesky(C + xp.eye(Z.shape[0], dtype=self.dtype, device=self._device))
+        resid = y - self.mean
+        c_vec = solve_triangular(LB, A @ resid, lower=True) / s2
+        return {"L": L, "A": A, "C": C, "LB": LB, "resid": resid, "c_vec": c_vec,
+                "kzz_vjp": kzz_vjp, "kzx_vjp": kzx_vjp}
 
     def _bound(self, X, y, need_grad):
         """Titsias' bound on (X, y) and, if ``need_grad``, its gradients (module notes)."""
         xp = self.xp
         n = X.shape[0]
-        Z = self.inducing_points
-        m = Z.shape[0]
+        m = self.inducing_points.shape[0]
         s2 = self.likelihood.variance
-        eye = xp.eye(m, dtype=self.dtype, device=self._device)
-        L, kzz_vjp = self._kzz_factor(need_grad)
-        if need_grad:
-            Kzx, kzx_vjp = self.kernel.gram_and_vjp(Z, X)
-        else:
-            Kzx, kzx_vjp = self.kernel(Z, X), None
+        f = self._factors(X, y, need_grad)
+        L, A, C, LB, resid, c_vec = f["L"], f["A"], f["C"], f["LB"], f["resid"], f["c_vec"]
         kdiag = self.kernel.diag(X)
-        A = solve_triangular(L, Kzx, lower=True)  # (m, n)
-        C = matmul(A, A.T) / s2
-        LB = cholesky(C + eye)
-        resid = y - self.mean
-        c_vec = solve_triangular(LB, A @ resid, lower=True) / s2
         trace = xp.sum(kdiag) - xp.sum(A * A)  # tr(K_nn - Q_nn)
         value = (-0.5 * n * (_LOG_2PI + xp.log(s2)) - xp.sum(xp.log(xp.linalg.diagonal(LB)))
                  - 0.5 * xp.sum(resid * resid) / s2 + 0.5 * xp.sum(c_vec * c_vec)
@@ -152,7 +157,8 @@ class SGPR(FullBatchGaussianModel):
         # alpha = Sigma^{-1} r by Woodbury: B^{-1} A r = L_B^{-T} (sigma^2 v_c).
         alpha = (resid - A.T @ solve_triangular(LB, c_vec, lower=True, trans=True)) / s2
         v = A @ alpha
-        LB_inv = solve_triangular(LB, eye, lower=True)
+        LB_inv = solve_triangular(LB, xp.eye(m, dtype=self.dtype, device=self._device),
+                                  lower=True)
         B_inv = matmul(LB_inv.T, LB_inv)
         inner_zx = v[:, None] * alpha[None, :] + (A - matmul(B_inv, A)) / s2
         Kzx_bar = solve_triangular(L, inner_zx, lower=True, trans=True)
@@ -165,8 +171,8 @@ class SGPR(FullBatchGaussianModel):
         g_diag = xp.zeros((n,), dtype=self.dtype, device=self._device) - 0.5 / s2
         g_noise = (0.5 * (xp.sum(alpha * alpha) - (n - m + xp.sum(LB_inv * LB_inv)) / s2)
                    + 0.5 * trace / (s2 * s2))
-        gzz = kzz_vjp(Kzz_bar)
-        gzx = kzx_vjp(Kzx_bar)
+        gzz = f["kzz_vjp"](Kzz_bar)
+        gzx = f["kzx_vjp"](Kzx_bar)
         gdiag = self.kernel.diag_vjp(g_diag, X)
         grads = {"mean": self._scalar(xp.sum(alpha)),
                  "inducing_points": gzz["X1"] + gzx["X1"]}
@@ -203,15 +209,7 @@ class SGPR(FullBatchGaussianModel):
 
     def _prediction_state(self):
         # The optimal q(u) (Titsias 2009, eq. 10) through the factors of the bound.
-        xp = self.xp
-        Z = self.inducing_points
-        m = Z.shape[0]
-        s2 = self.likelihood.variance
-        L, _ = self._kzz_factor(False)
-        A = solve_triangular(L, self.kernel(Z, self._X), lower=True)
-        LB = cholesky(matmul(A, A.T) / s2 + xp.eye(m, dtype=self.dtype, device=self._device))
-        c_vec = solve_triangular(LB, A @ (self._y - self.mean), lower=True) / s2
-        return {"L": L, "LB": LB, "c_vec": c_vec}
+        return self._factors(self._X, self._y, False)
 
     def _predict(self, Xnew, state, full_cov):
         # With T1 = L^{-1} K_Z* and T2 = L_B^{-1} T1 (GPflow's SGPR.predict_f):
