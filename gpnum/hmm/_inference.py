@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from gpnum.backend import device_of, get_namespace, is_array
 from gpnum.errors import ShapeError, describe_shape
-from gpnum.hmm._scan import associative_scan
+from gpnum.hmm._scan import associative_scan, vector_prefix_scan
 
 __all__ = ["ForwardBackwardResult", "forward_backward", "viterbi"]
 
@@ -128,89 +128,81 @@ def _combine_product(a, b):
     return P / safe[..., None], c
 
 
-def _combine_product_reversed(a, b):
-    """The suffix-scan operation: for reversed sequences the later operand multiplies first."""
-    return _combine_product(b, a)
-
-
-def _step_elements(xp, log_pi, log_A, log_lik):
-    """Row-scaled elements of the forward scan.
-
-    ``E_0(i, j) = pi(j) p(y_0 | j)`` (all rows equal) and ``E_t(i, j) = A(i, j) p(y_t | j)``.
-
-    Returns
-    -------
-    P, c : arrays (..., T, K, K), (..., T, K)
-        The elements in row-scaled form (rows need not have maximum exactly 1: any bounded
-        scale is valid; the combines renormalise).
-    lik : array (..., T, K)
-        ``exp(log_lik - m_t)`` with ``m_t = max_k log_lik[t, k]`` (also returned).
-    lik_shift : array (..., T)
-        ``m_t``.
-    A : array (K, K)
-        ``exp(log_A - r_i)`` with ``r_i`` the row maxima of ``log_A``; ``A_shift`` = ``r``.
-    """
-    K = log_lik.shape[-1]
-    lik_shift = _finite_or_zero(xp, xp.max(log_lik, axis=-1))
-    lik = xp.exp(log_lik - lik_shift[..., None])
-    A_shift = _finite_or_zero(xp, xp.max(log_A, axis=-1))
-    A = xp.exp(log_A - A_shift[:, None])
-    pi_shift = _finite_or_zero(xp, xp.max(log_pi, axis=-1))
-    pi = xp.exp(log_pi - pi_shift[..., None])
-    batch = log_lik.shape[:-2]
-    T = log_lik.shape[-2]
-    P0 = (pi[..., None, :] * _range_t(lik, 0, 1)[..., 0, :][..., None, :])
-    P0 = xp.broadcast_to(P0, batch + (K, K))
-    c0 = xp.broadcast_to((pi_shift + lik_shift[..., 0])[..., None], batch + (K,))
-    if T == 1:
-        return P0[..., None, :, :], c0[..., None, :], lik, lik_shift, A
-    rest_lik = _range_t(lik, 1, T)
-    P_rest = A * rest_lik[..., :, None, :]  # (..., T-1, K, K)
-    c_rest = _range_t(lik_shift, 1, T, axis=-1)[..., None] + A_shift  # (..., T-1, K)
-    P = xp.concat([P0[..., None, :, :], P_rest], axis=-3)
-    c = xp.concat([c0[..., None, :], c_rest], axis=-2)
-    return P, c, lik, lik_shift, A
-
-
 def _range_t(a, start, stop, axis=-2):
     index = [slice(None)] * a.ndim
     index[axis] = slice(start, stop)
     return a[tuple(index)]
 
 
-def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
-    T, K = log_lik.shape[-2], log_lik.shape[-1]
-    P, c, lik, lik_shift, A = _step_elements(xp, log_pi, log_A, log_lik)
-    PF, cF = associative_scan(xp, _combine_product, (P, c), (-3, -2))
-    alpha = PF[..., 0, :]  # (..., T, K): forward messages up to a per-t scale exp(cF[..., 0])
-    last = alpha[..., T - 1, :]
-    log_normalizer = cF[..., T - 1, 0] + _safe_log(xp, xp.sum(last, axis=-1))
+def _apply_product(v, M):
+    """Row vectors times row-scaled matrices: ``(u, c) = (v, c_v) @ (P, r)``.
 
+    ``v`` (..., m, K) with rows summing to 1 and log scale ``c_v`` (..., m); the matrix is
+    ``exp(r_i) P(i, j)``. The result is renormalised to sum 1, its scale folded into ``c``.
+    """
+    (v, cv), (P, r) = v, M
+    xp = get_namespace(v)
+    shift = _finite_or_zero(xp, xp.max(r, axis=-1, keepdims=True))
+    w = v * xp.exp(r - shift)
+    out = xp.matmul(w[..., None, :], P)[..., 0, :]  # 4x faster in NumPy than a broadcast sum
+    total = xp.sum(out, axis=-1)
+    nonzero = total > 0.0
+    safe = xp.where(nonzero, total, xp.ones_like(total))
+    c = xp.where(nonzero, cv + shift[..., 0] + xp.log(safe), xp.full_like(cv, -float("inf")))
+    return out / safe[..., None], c
+
+
+def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
+    """Forward and backward messages as vector-times-matrix prefix scans.
+
+    Forward: the one-step predictions ``pred_t = alpha_{t-1} A`` obey ``pred_{t+1} = pred_t G_t``
+    with ``G_t = diag(p(y_t | .)) A`` and ``pred_0 = pi``; backward: ``beta_t^T = beta_{t+1}^T
+    G'_{t+1}`` with ``G'_t = diag(p(y_t | .)) A^T`` and ``beta_{T-1} = 1``. Both kinds of ``G``
+    carry the data as row scales of one constant matrix, so the scans' inputs are a broadcast
+    of ``A`` (no (T, K, K) array) plus (T, K) log scales.
+    """
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
     batch = log_lik.shape[:-2]
-    if T == 1:
-        beta = xp.ones(batch + (1, K), dtype=log_lik.dtype, device=device_of(log_lik))
-    else:
-        # Suffix products S_t = E_{t+1} ... E_{T-1}: a prefix scan of the reversed elements.
-        Pr = xp.flip(_range_t(P, 1, T, axis=-3), axis=-3)
-        cr = xp.flip(_range_t(c, 1, T, axis=-2), axis=-2)
-        PS, cS = associative_scan(xp, _combine_product_reversed, (Pr, cr), (-3, -2))
-        PS = xp.flip(PS, axis=-3)
-        cS = xp.flip(cS, axis=-2)
-        # beta_t(i) = sum_k S_t(i, k), scaled per t by its largest row scale.
-        shift = _finite_or_zero(xp, xp.max(cS, axis=-1, keepdims=True))
-        beta_head = xp.sum(PS, axis=-1) * xp.exp(cS - shift)  # (..., T-1, K)
-        ones = xp.ones(batch + (1, K), dtype=log_lik.dtype, device=device_of(log_lik))
-        beta = xp.concat([beta_head, ones], axis=-2)
+    dev = device_of(log_lik)
+    lik_shift = _finite_or_zero(xp, xp.max(log_lik, axis=-1))
+    lik = xp.exp(log_lik - lik_shift[..., None])  # (..., T, K), max 1 per step
+
+    # forward
+    pi_shift = _finite_or_zero(xp, xp.max(log_pi, axis=-1))
+    pi = xp.exp(log_pi - pi_shift[..., None])
+    pi_sum = xp.sum(pi, axis=-1)
+    v0 = xp.broadcast_to((pi / pi_sum[..., None])[..., None, :], batch + (1, K))
+    c0 = xp.broadcast_to((pi_shift + xp.log(pi_sum))[..., None], batch + (1,))
+    row_shift = _finite_or_zero(xp, xp.max(log_A, axis=-1))
+    A_rows = xp.exp(log_A - row_shift[:, None])
+    mats = (xp.broadcast_to(A_rows, batch + (T - 1, K, K)),
+            _range_t(log_lik, 0, T - 1) + row_shift)
+    pred, c_pred = vector_prefix_scan(xp, _apply_product, _combine_product, (v0, c0), mats,
+                                      (-2, -1), (-3, -2))
+    alpha = pred * lik  # alpha_t up to the scale exp(c_pred_t + lik_shift_t)
+    last_sum = xp.sum(alpha[..., T - 1, :], axis=-1)
+    log_normalizer = c_pred[..., T - 1] + lik_shift[..., T - 1] + _safe_log(xp, last_sum)
+
+    # backward: the same scan on the reversed sequence with the transposed matrix
+    col_shift = _finite_or_zero(xp, xp.max(log_A, axis=-2))
+    AT_rows = xp.matrix_transpose(xp.exp(log_A - col_shift[None, :]))
+    uniform = xp.full(batch + (1, K), 1.0 / K, dtype=log_lik.dtype, device=dev)
+    zero = xp.zeros(batch + (1,), dtype=log_lik.dtype, device=dev)
+    mats_b = (xp.broadcast_to(AT_rows, batch + (T - 1, K, K)),
+              xp.flip(_range_t(log_lik, 1, T), axis=-2) + col_shift)
+    beta_rev, _ = vector_prefix_scan(xp, _apply_product, _combine_product, (uniform, zero),
+                                     mats_b, (-2, -1), (-3, -2))
+    beta = xp.flip(beta_rev, axis=-2)  # beta_t up to a per-t scale (irrelevant below)
 
     g = alpha * beta
     marginals = g / xp.sum(g, axis=-1, keepdims=True)
 
     if T == 1:
-        pairwise = xp.zeros(batch + (K, K), dtype=log_lik.dtype, device=device_of(log_lik))
+        pairwise = xp.zeros(batch + (K, K), dtype=log_lik.dtype, device=dev)
     else:
         # xi_t(i, j) = a_{t-1}(i) A(i, j) b_t(j) / n_t with b_t = lik_t * beta_t and
         # n_t = a_{t-1}^T A b_t; the sum over t is one (K, T) @ (T, K) product per batch.
-        # One global shift of log_A (the elements' per-row shifts would weight the rows).
+        # One global shift of log_A here (a per-row shift would weight the rows).
         A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
         a_prev = _range_t(alpha, 0, T - 1)
         b_next = _range_t(lik, 1, T) * _range_t(beta, 1, T)
@@ -298,17 +290,34 @@ def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method=
 
 
 # ------------------------------------------------------------------------------- Viterbi
-def _combine_max_plus(a, b):
-    """(max, +) product ``out(i, k) = max_j a(i, j) + b(j, k)`` of (..., m, K, K) arrays.
+def _max_plus(L1, L2):
+    """(max, +) matrix product ``out(i, k) = max_j L1(i, j) + L2(j, k)`` of (..., m, K, K).
 
     A loop over the K middle indices keeps memory at O(m K^2) (a broadcast would need m K^3).
     """
-    (L1,), (L2,) = a, b
     xp = get_namespace(L1)
     K = L1.shape[-1]
     out = L1[..., :, 0:1] + L2[..., 0:1, :]
     for j in range(1, K):
         out = xp.maximum(out, L1[..., :, j:j + 1] + L2[..., j:j + 1, :])
+    return out
+
+
+def _combine_max_plus(a, b):
+    """(max, +) product of row-offset matrices ``r_i + M(i, j)``."""
+    (M1, r1), (M2, r2) = a, b
+    return _max_plus(M1 + r2[..., None, :], M2), r1
+
+
+def _apply_max_plus(v, M):
+    """Row vectors of scores times row-offset matrices in (max, +): ``max_i v_i + r_i + M(i, j)``."""
+    (v,), (M, r) = v, M
+    xp = get_namespace(v)
+    u = v + r
+    K = u.shape[-1]
+    out = u[..., 0:1] + M[..., 0, :]
+    for i in range(1, K):
+        out = xp.maximum(out, u[..., i:i + 1] + M[..., i, :])
     return (out,)
 
 
@@ -367,22 +376,29 @@ def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
     if method != "scan":
         raise ValueError(f"method: expected 'scan' or 'sequential', got {method!r}")
 
-    first = xp.broadcast_to((log_pi + log_lik[..., 0, :])[..., None, :], batch + (K, K))
-    if T > 1:
-        rest = log_A + _range_t(log_lik, 1, T)[..., :, None, :]
-        elems = xp.concat([first[..., None, :, :], rest], axis=-3)
-    else:
-        elems = first[..., None, :, :]
-    (prefix,) = associative_scan(xp, _combine_max_plus, (elems,), (-3,))
-    delta = prefix[..., 0, :]  # (..., T, K): best score of a path ending in each state
+    # Best scores of paths into each state before its emission: pred_{t+1} = pred_t (x) G_t
+    # with G_t(i, j) = log p(y_t | i) + log A(i, j), pred_0 = log pi.
+    first = (xp.broadcast_to(log_pi[..., None, :], batch + (1, K)),)
+    mats = (xp.broadcast_to(log_A, batch + (T - 1, K, K)), _range_t(log_lik, 0, T - 1))
+    (pred,) = vector_prefix_scan(xp, _apply_max_plus, _combine_max_plus, first, mats, (-2,),
+                                 (-3, -2))
+    delta = pred + log_lik  # (..., T, K): best score of a path ending in each state
     last = xp.argmax(delta[..., T - 1, :], axis=-1)  # (...)
     log_prob = xp.max(delta[..., T - 1, :], axis=-1)
     if T == 1:
         return xp.astype(last[..., None], xp.int64), log_prob
     # Back-pointer maps bp_t(k) = argmax_i delta_{t-1}(i) + A(i, k), t = 1 .. T-1, and their
     # suffix compositions G_t = bp_{t+1} o ... o bp_{T-1} by a scan of the reversed maps.
-    scores = _range_t(delta, 0, T - 1)[..., :, None] + log_A
-    pointers = xp.astype(xp.argmax(scores, axis=-2), xp.int64)  # (..., T-1, K)
+    # A loop over the K previous states keeps memory at O(T K); strict ">" breaks ties towards
+    # the lower index, like argmax.
+    prev = _range_t(delta, 0, T - 1)
+    best = prev[..., 0:1] + log_A[0, :]
+    pointers = xp.zeros(best.shape, dtype=xp.int64, device=device_of(log_lik))
+    for i in range(1, K):
+        candidate = prev[..., i:i + 1] + log_A[i, :]
+        better = candidate > best
+        best = xp.where(better, candidate, best)
+        pointers = xp.where(better, xp.full_like(pointers, i), pointers)
     (composed,) = associative_scan(xp, _compose_maps, (xp.flip(pointers, axis=-2),), (-2,))
     composed = xp.flip(composed, axis=-2)  # G_0 .. G_{T-2}
     last64 = xp.astype(last, xp.int64)

@@ -77,3 +77,56 @@ def associative_scan(xp, combine, elems, axes):
     else:
         even = first
     return tuple(_interleave(xp, e, o, ax, n) for e, o, ax in zip(even, odd, axes))
+
+
+def _first(elems, axes):
+    return tuple(_range(e, ax, 0, 1) for e, ax in zip(elems, axes))
+
+
+def vector_prefix_scan(xp, apply, combine, first, mats, vec_axes, mat_axes):
+    """Prefixes ``p_0 = v``, ``p_t = p_{t-1} M_{t-1}`` of a vector times a sequence of matrices.
+
+    The odd/even recursion of :func:`associative_scan` specialised to a sequence that starts
+    with a vector: pairs of matrices are multiplied (matrix-matrix, about ``n`` products over
+    all levels), but every fill-in is a vector-matrix product and the interleaved outputs are
+    vectors, so the work is about half that of scanning full matrices and memory traffic far
+    lower. Depth O(log n).
+
+    Parameters
+    ----------
+    xp : namespace
+    apply : callable
+        ``apply(vecs, mats) -> vecs``: ``m`` vectors times ``m`` matrices, elementwise along
+        the scan axes.
+    combine : callable
+        ``combine(a, b) -> ab``: ``m`` matrix products, ``a`` first (associative).
+    first : tuple of arrays
+        The vector ``p_0``, each array with a scan axis of length 1 at ``vec_axes[i]``.
+    mats : tuple of arrays
+        ``n`` matrices ``M_0 .. M_{n-1}`` along ``mat_axes``.
+    vec_axes, mat_axes : tuple of int
+        Negative scan axes of the vector and matrix arrays.
+
+    Returns
+    -------
+    tuple of arrays
+        ``p_0 .. p_n`` (``n + 1`` vectors) along ``vec_axes``.
+    """
+    n = mats[0].shape[mat_axes[0]]
+    if n == 0:
+        return tuple(first)
+    p1 = apply(first, _first(mats, mat_axes))
+    if n == 1:
+        return tuple(xp.concat([f, p], axis=ax) for f, p, ax in zip(first, p1, vec_axes))
+    m = (n - 1) // 2  # matrix pairs (M_1 M_2), (M_3 M_4), ...
+    if m > 0:
+        pairs = combine(tuple(_range(M, ax, 1, 2 * m, 2) for M, ax in zip(mats, mat_axes)),
+                        tuple(_range(M, ax, 2, 2 * m + 1, 2) for M, ax in zip(mats, mat_axes)))
+        odd = vector_prefix_scan(xp, apply, combine, p1, pairs, vec_axes, mat_axes)  # p_1, p_3..
+    else:
+        odd = p1
+    e = n // 2  # even positions 2, 4, ..., 2e: p_2k = p_{2k-1} M_{2k-1}
+    rest = apply(tuple(_range(o, ax, 0, e) for o, ax in zip(odd, vec_axes)),
+                 tuple(_range(M, ax, 1, 2 * e, 2) for M, ax in zip(mats, mat_axes)))
+    even = tuple(xp.concat([f, r], axis=ax) for f, r, ax in zip(first, rest, vec_axes))
+    return tuple(_interleave(xp, ev, od, ax, n + 1) for ev, od, ax in zip(even, odd, vec_axes))
