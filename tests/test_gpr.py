@@ -371,3 +371,54 @@ def test_not_psd_names_jitter():
     model = GPR(Indefinite(), Gaussian(variance=0.1), X, y)
     with pytest.raises(gpnum.NotPSDError, match="jitter"):
         model.log_marginal_likelihood()
+
+
+# ---------------------------------------------------------------- through the model protocol
+
+
+def test_check_data_and_validate_flag():
+    X, y, _, _ = problem(11)
+    model = build("rbf_ard", X, y)
+    Xc, yc = model.check_data(X.tolist(), y)
+    assert isinstance(Xc, np.ndarray) and Xc.shape == (15, 2)
+    with pytest.raises(gpnum.ShapeError, match=r"y: expected shape \(15,\)"):
+        model.check_data(X, y[:3])
+    yn = y.copy()
+    yn[0] = np.nan
+    with pytest.raises(ValueError, match="y: expected finite values"):
+        model.objective_and_grad(X, yn)
+    # validate=False trusts the data (checked once by the caller).
+    value, _ = model.objective_and_grad(Xc, yc, validate=False)
+    ref = dense_lml(KERNELS["rbf_ard"][0](X, X), y, 0.2, 0.3)
+    assert abs(float(value) - ref) <= 1e-10 * abs(ref)
+
+
+def test_fit_lbfgs_reaches_a_stationary_point():
+    X, y, _, _ = problem(12, n=30)
+    model = build("rbf_ard", X, y, s2=0.5, c=0.0)
+    before = float(model.log_marginal_likelihood())
+    gpnum.fit(model, optimizer="lbfgs", maxiter=200, progress=False)
+    after = float(model.log_marginal_likelihood())
+    assert after > before
+    params = {k: host(v) for k, v in model.parameters().items()}
+    ref = dense_lml(rbf_np(X, X, params["kernel.lengthscale"], params["kernel.variance"]), y,
+                    params["likelihood.variance"], params["mean"])
+    assert abs(after - ref) <= 1e-10 * abs(ref)
+    _, grads = model.objective_and_grad()
+    ugrads = model.grad_to_unconstrained(grads)
+    assert max(np.max(np.abs(host(g))) for g in ugrads.values()) < 1e-3
+
+
+def test_checkpoint_round_trip(tmp_path, xp, device):
+    X, y, Xs, _ = problem(13)
+    model = build("sum", X, y, jitter=1e-9, xp=xp, dtype=xp.float64, device=device)
+    model.set_parameters({"mean": -0.4, "kernel.1.lengthscale": 0.25})
+    path = tmp_path / "gpr.npz"
+    gpnum.save(model, path)
+    loaded = gpnum.load(path, xp=xp, device=device)
+    assert type(loaded) is GPR and loaded.config() == {"jitter": 1e-9}
+    assert float(host(loaded.log_marginal_likelihood())) == \
+        float(host(model.log_marginal_likelihood()))
+    Xb = B.asarray(Xs, dtype=xp.float64, xp=xp, device=device)
+    for a, b in zip(loaded.predict_f(Xb), model.predict_f(Xb)):
+        np.testing.assert_array_equal(host(a), host(b))

@@ -373,3 +373,36 @@ def test_not_psd_kzz_names_jitter():
     model = SGPR(Indefinite(), Gaussian(), X, y, Z)
     with pytest.raises(gpnum.NotPSDError, match="jitter"):
         model.elbo()
+
+
+# ---------------------------------------------------------------- through the model protocol
+
+
+def test_fit_lbfgs_with_fixed_inducing_points():
+    X, y, Z, _, _ = problem(10, n=40, m=6)
+    model = build("rbf_ard", X, y, Z, s2=0.5, c=0.0)
+    Z0 = host(model.inducing_points).copy()
+    before = float(model.elbo())
+    gpnum.fit(model, optimizer="lbfgs", maxiter=100, progress=False, fixed=["inducing_points"])
+    after = float(model.elbo())
+    assert after > before
+    np.testing.assert_array_equal(host(model.inducing_points), Z0)
+    params = {k: host(v) for k, v in model.parameters().items()}
+    kfun = lambda A, C: rbf_np(A, C, params["kernel.lengthscale"], params["kernel.variance"])
+    ref = titsias_dense(kfun, X, y, Z0, params["likelihood.variance"], params["mean"])
+    assert abs(after - ref) <= 1e-9 * abs(ref)
+
+
+def test_checkpoint_round_trip(tmp_path, xp, device):
+    X, y, Z, Xs, _ = problem(11)
+    model = build("sum", X, y, Z, xp=xp, dtype=xp.float64, device=device)
+    model.set_parameters({"mean": -0.4, "inducing_points": Z[::-1] * 0.9})
+    path = tmp_path / "sgpr.npz"
+    gpnum.save(model, path)
+    loaded = gpnum.load(path, xp=xp, device=device)
+    assert type(loaded) is SGPR and loaded.config() == model.config()
+    np.testing.assert_array_equal(host(loaded.inducing_points), host(model.inducing_points))
+    assert float(host(loaded.elbo())) == float(host(model.elbo()))
+    Xb = B.asarray(Xs, dtype=xp.float64, xp=xp, device=device)
+    for a, b in zip(loaded.predict_f(Xb), model.predict_f(Xb)):
+        np.testing.assert_array_equal(host(a), host(b))

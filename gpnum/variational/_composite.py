@@ -229,13 +229,34 @@ class FullBatchGaussianModel(ComposedParameters):
         return self._y
 
     @property
+    def device(self):
+        """Device of the model's arrays (that of the training data)."""
+        return self._device
+
+    @property
     def num_data(self) -> int:
         """Number of training points ``n``."""
         return self._X.shape[0]
 
     def config(self) -> dict:
-        """The constructor's non-array settings, JSON-able: ``{"jitter": float}``."""
+        """The constructor's non-array settings, JSON-able: ``{"jitter": float}``.
+
+        With :meth:`data`, the kernel, the likelihood and the values of :meth:`parameters`
+        they rebuild the model (:meth:`from_config`, :mod:`gpnum.checkpoint`).
+        """
         return {"jitter": self.jitter}
+
+    @classmethod
+    def from_config(cls, kernel, likelihood, params, config, data):
+        """Rebuild a model from :meth:`config`, :meth:`data` and the model's own
+        :meth:`parameters` values (``params``: ``mean``, and ``inducing_points`` for SGPR)."""
+        return cls(kernel, likelihood, data["X"], data["y"], **cls._own_init_args(params),
+                   jitter=config["jitter"])
+
+    @classmethod
+    def _own_init_args(cls, params):
+        """Constructor keywords for the own parameters in ``params``."""
+        return {"mean": params["mean"]} if "mean" in params else {}
 
     def data(self) -> dict:
         """The constructor's arrays that are not parameters: ``{"X": (n, d), "y": (n,)}``."""
@@ -252,14 +273,43 @@ class FullBatchGaussianModel(ComposedParameters):
         check_finite(self.xp, A, name)
         return A
 
-    def _training_batch(self, X, y):
+    def check_data(self, X, y):
+        """Validate and convert training data once (:func:`gpnum.fit` does, then passes
+        ``validate=False`` to each evaluation of the objective).
+
+        Parameters
+        ----------
+        X : array (n, d)
+        y : array (n,)
+            A full-batch model's objective needs the whole data set: the shapes must be those
+            of the training data the model was built with.
+
+        Returns
+        -------
+        X, y : arrays in the model's namespace, dtype and device
+
+        Raises
+        ------
+        ShapeError
+            Shapes other than the training data's.
+        ValueError
+            NaN or Inf values.
+        """
+        X = X if X is self._X else self._check_like(X, self._X, "X")
+        y = y if y is self._y else self._check_like(y, self._y, "y")
+        return X, y
+
+    def _training_batch(self, X, y, validate):
         """The data an objective is evaluated on: the model's own unless given (same shapes).
 
-        The model's own arrays, passed back by a training loop, are trusted without a check.
+        The model's own arrays are trusted without a check, as is anything when ``validate``
+        is false (data that :meth:`check_data` has passed).
         """
-        X = X if X is None or X is self._X else self._check_like(X, self._X, "X")
-        y = y if y is None or y is self._y else self._check_like(y, self._y, "y")
-        return (self._X if X is None else X), (self._y if y is None else y)
+        X = self._X if X is None else X
+        y = self._y if y is None else y
+        if validate:
+            X, y = self.check_data(X, y)
+        return X, y
 
     def _check_new(self, Xnew, name="Xnew"):
         """Prediction inputs (n, d) converted to the model's arrays, finite."""
@@ -272,7 +322,7 @@ class FullBatchGaussianModel(ComposedParameters):
         return Xnew
 
     # ------------------------------------------------------------------ model protocol
-    def objective_and_grad(self, X=None, y=None):
+    def objective_and_grad(self, X=None, y=None, *, validate=True):
         """The objective to maximise and its gradients, keyed like :meth:`parameters`.
 
         Parameters
@@ -282,6 +332,8 @@ class FullBatchGaussianModel(ComposedParameters):
             array of another shape raises :class:`gpnum.ShapeError`.
         y : array (n,), optional
             Default: the training targets.
+        validate : bool
+            False skips the input checks, for data that :meth:`check_data` has passed.
 
         Returns
         -------
@@ -289,7 +341,7 @@ class FullBatchGaussianModel(ComposedParameters):
         grads : dict
             Natural-form gradients, each shaped like its parameter.
         """
-        X, y = self._training_batch(X, y)
+        X, y = self._training_batch(X, y, validate)
         return self._objective_and_grad(X, y)
 
     def predict_f(self, Xnew, full_cov=False):

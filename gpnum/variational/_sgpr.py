@@ -106,6 +106,13 @@ class SGPR(FullBatchGaussianModel):
         check_finite(self.xp, Z, "Z")
         self.inducing_points = Z
 
+    @classmethod
+    def _own_init_args(cls, params):
+        # Z is a required constructor argument: the inducing points' shape is fixed there.
+        args = super()._own_init_args(params)
+        args["Z"] = params["inducing_points"]
+        return args
+
     @property
     def num_inducing(self) -> int:
         """Number of inducing points ``m``."""
