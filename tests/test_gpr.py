@@ -422,3 +422,33 @@ def test_checkpoint_round_trip(tmp_path, xp, device):
     Xb = B.asarray(Xs, dtype=xp.float64, xp=xp, device=device)
     for a, b in zip(loaded.predict_f(Xb), model.predict_f(Xb)):
         np.testing.assert_array_equal(host(a), host(b))
+
+
+def test_float32_gradients_against_dense_differences(xp, device):
+    # Small noise (cond(K_y) ~ 3e3): float32 values and gradients against central differences
+    # of the dense float64 NumPy formula.
+    from gradcheck import numerical_grad, relative_error
+
+    rng = np.random.default_rng(14)
+    X = rng.uniform(-1.5, 1.5, (40, 2))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.standard_normal(40)
+    ls, kv, s2, c = np.array([1.0, 1.3]), 1.0, 0.01, 0.1
+
+    def lml(ls=ls, kv=kv, s2=s2, c=c):
+        return dense_lml(rbf_np(X, X, ls, float(kv)), y, float(s2), float(c))
+
+    ref = {"mean": numerical_grad(lambda v: lml(c=v), np.array(c)),
+           "kernel.lengthscale": numerical_grad(lambda v: lml(ls=v), ls),
+           "kernel.variance": numerical_grad(lambda v: lml(kv=v), np.array(kv)),
+           "likelihood.variance": numerical_grad(lambda v: lml(s2=v), np.array(s2))}
+    f32 = xp.float32
+    model = GPR(RBF(lengthscale=ls, variance=kv, xp=xp, dtype=f32, device=device),
+                Gaussian(variance=s2, xp=xp, dtype=f32, device=device),
+                B.asarray(X, dtype=f32, xp=xp, device=device),
+                B.asarray(y, dtype=f32, xp=xp, device=device), mean=c)
+    value, grads = model.objective_and_grad()
+    assert value.dtype == f32
+    assert abs(float(host(value)) - lml()) <= 1e-4 * abs(lml())
+    for name, g in ref.items():
+        assert grads[name].dtype == f32
+        assert relative_error(host(grads[name]), g) < 1e-3, name

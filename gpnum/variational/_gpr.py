@@ -61,6 +61,11 @@ class GPR(FullBatchGaussianModel):
     Parameters are reported as a flat dict (:meth:`parameters`): ``mean``, ``kernel.<name>``,
     ``likelihood.variance``.
 
+    float32: as in SVGP's Cholesky whitening, the kernel matrices are formed (and
+    back-propagated) in the working dtype, but the factorisation of ``K_y``, the solves and
+    the products run in float64 and the results are cast back: with a small noise variance
+    ``K_y`` is too ill-conditioned for a float32 Cholesky factor to keep many digits.
+
     References
     ----------
     Rasmussen, C. E. & Williams, C. K. I. (2006). Gaussian Processes for Machine Learning,
@@ -75,37 +80,42 @@ class GPR(FullBatchGaussianModel):
         self._setup(kernel, likelihood, X, y, mean, jitter)
 
     # ------------------------------------------------------------------ forward pieces
-    def _factor(self, X, need_vjp):
-        """Lower Cholesky factor of ``K_XX + (sigma^2 + jitter) I`` and the gram's backward."""
+    def _factor(self, X, y, need_vjp):
+        """Factors of ``K_y = K_XX + (sigma^2 + jitter) I``, in float64 (class notes).
+
+        Returns ``(L, resid, vjp)``: the lower Cholesky factor of ``K_y``, ``y - c`` and the
+        gram's backward function (None unless ``need_vjp``).
+        """
         xp = self.xp
+        high = xp.float64
         n = X.shape[0]
         if need_vjp:
             K, vjp = self.kernel.gram_and_vjp(X)
         else:
             K, vjp = self.kernel(X), None
-        noise = self.likelihood.variance * xp.eye(n, dtype=self.dtype, device=self._device)
+        noise = (xp.astype(self.likelihood.variance, high, copy=False)
+                 * xp.eye(n, dtype=high, device=self._device))
         # A new array: the gram's backward pass may read K, which must stay unmodified.
-        L = cholesky(K + noise, shift=self.jitter)
-        return L, vjp
+        L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter)
+        resid = xp.astype(y, high, copy=False) - xp.astype(self.mean, high, copy=False)
+        return L, resid, vjp
 
     def _lml(self, X, y, need_grad):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
         xp = self.xp
         n = X.shape[0]
-        L, vjp = self._factor(X, need_grad)
-        resid = y - self.mean
+        L, resid, vjp = self._factor(X, y, need_grad)
         w = solve_triangular(L, resid, lower=True)  # L^{-1} r: r^T K_y^{-1} r = |w|^2
         value = self._scalar(-0.5 * xp.sum(w * w) - xp.sum(xp.log(xp.linalg.diagonal(L)))
                              - 0.5 * n * _LOG_2PI)
         if not need_grad:
             return value, None
         alpha = solve_triangular(L, w, lower=True, trans=True)  # K_y^{-1} r
-        eye = xp.eye(n, dtype=self.dtype, device=self._device)
-        Linv = solve_triangular(L, eye, lower=True)
+        Linv = solve_triangular(L, xp.eye(n, dtype=L.dtype, device=self._device), lower=True)
         Ky_inv = matmul(Linv.T, Linv)
         # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
         K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - Ky_inv)
-        g_kernel = vjp(K_bar)["params"]
+        g_kernel = vjp(xp.astype(K_bar, self.dtype, copy=False))["params"]
         # dK_y/d sigma^2 = I: the trace of K_bar, tr(K_y^{-1}) = |L^{-1}|_F^2.
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(Linv * Linv))
         grads = {"mean": self._scalar(xp.sum(alpha))}
@@ -136,18 +146,21 @@ class GPR(FullBatchGaussianModel):
         return self._lml(X, y, True)
 
     def _prediction_state(self):
-        L, _ = self._factor(self._X, False)
-        resid = self._y - self.mean
+        L, resid, _ = self._factor(self._X, self._y, False)
         alpha = solve_triangular(L, solve_triangular(L, resid, lower=True), lower=True,
                                  trans=True)
         return {"L": L, "alpha": alpha}
 
     def _predict(self, Xnew, state, full_cov):
-        # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*.
+        # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*
+        # (the products in float64, like the factorisation).
         xp = self.xp
-        Ks = self.kernel(self._X, Xnew)  # (n, k)
-        mean = self.mean + Ks.T @ state["alpha"]
+        high = xp.float64
+        Ks = xp.astype(self.kernel(self._X, Xnew), high, copy=False)  # (n, k)
+        mean = self.mean + xp.astype(Ks.T @ state["alpha"], self.dtype, copy=False)
         V = solve_triangular(state["L"], Ks, lower=True)
         if full_cov:
-            return mean, self.kernel(Xnew) - matmul(V.T, V)
-        return mean, self.kernel.diag(Xnew) - xp.sum(V * V, axis=0)
+            cov = xp.astype(self.kernel(Xnew), high, copy=False) - matmul(V.T, V)
+        else:
+            cov = xp.astype(self.kernel.diag(Xnew), high, copy=False) - xp.sum(V * V, axis=0)
+        return mean, xp.astype(cov, self.dtype, copy=False)
