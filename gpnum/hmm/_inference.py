@@ -20,6 +20,7 @@ Viterbi works directly in the (max, +) semiring, which needs no exponentials at 
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from gpnum.backend import device_of, get_namespace, is_array
@@ -152,50 +153,147 @@ def _apply_product(v, M):
     return out / safe[..., None], c
 
 
-def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
-    """Forward and backward messages as vector-times-matrix prefix scans.
+def _row_sum(xp, u):
+    """``sum(u, axis=-1)`` as one matrix-vector product: NumPy reduces a short last axis
+    several times slower than BLAS multiplies by a vector of ones."""
+    K = u.shape[-1]
+    ones = xp.ones((K, 1), dtype=u.dtype, device=device_of(u))
+    return xp.reshape(xp.matmul(xp.reshape(u, (-1, K)), ones), u.shape[:-1])
 
-    Forward: the one-step predictions ``pred_t = alpha_{t-1} A`` obey ``pred_{t+1} = pred_t G_t``
-    with ``G_t = diag(p(y_t | .)) A`` and ``pred_0 = pi``; backward: ``beta_t^T = beta_{t+1}^T
-    G'_{t+1}`` with ``G'_t = diag(p(y_t | .)) A^T`` and ``beta_{T-1} = 1``. Both kinds of ``G``
-    carry the data as row scales of one constant matrix, so the scans' inputs are a broadcast
-    of ``A`` (no (T, K, K) array) plus (T, K) log scales.
+
+def _row_max(xp, u):
+    """``max(u, axis=-1)``; for short rows as K - 1 elementwise maxima (faster in NumPy)."""
+    K = u.shape[-1]
+    if K > 16:
+        return xp.max(u, axis=-1)
+    out = u[..., 0]
+    for k in range(1, K):
+        out = xp.maximum(out, u[..., k])
+    return out
+
+
+def _normalise_rows(xp, u, c):
+    """Rows of ``u`` scaled to sum 1, their log sums added to ``c`` (``-inf`` for zero rows)."""
+    total = _row_sum(xp, u)
+    nonzero = total > 0.0
+    safe = xp.where(nonzero, total, xp.ones_like(total))
+    c = xp.where(nonzero, c + xp.log(safe), xp.full_like(c, -float("inf")))
+    return u / safe[..., None], c
+
+
+def _times_matrix(xp, V, M):
+    """``V @ M`` for V (..., K) or (..., K, K) and one (K, K) matrix, as a single GEMM."""
+    K = M.shape[-1]
+    flat = xp.reshape(V, (-1, K))
+    return xp.reshape(xp.matmul(flat, M), V.shape)
+
+
+def _chain_products(xp, log_v0, log_M, log_rows, block=None):
+    """Normalised prefixes of ``p_0 = exp(log_v0)``, ``p_{k+1} = p_k diag(exp(log_rows_k)) M``.
+
+    The sum-product forward (``M = A``) and backward (``M = A^T``, reversed time) recursions of
+    an HMM share this form: every step matrix is one constant ``M`` with the data as row scales.
+    Work-efficient two-level parallel prefix (Brent): the ``n`` steps are cut into blocks of
+    ``C = ceil(log2(n + 1))``; (1) each block's transfer matrix is built in ``C`` steps run in
+    parallel over all blocks, each step one GEMM ``(blocks * K, K) @ (K, K)``; (2) the block
+    entry vectors come from the odd/even scan over the blocks (:func:`vector_prefix_scan`);
+    (3) the block interiors are filled in ``C`` parallel steps of one GEMM each. Depth
+    ``O(C + log(n / C)) = O(log n)``; every step renormalises, so nothing under- or overflows.
+
+    Parameters
+    ----------
+    log_v0 : array (..., K)
+    log_M : array (K, K)
+    log_rows : array (..., n, K)
+    block : int, optional
+        Block length ``C`` (default ``ceil(log2(n + 1))``).
+
+    Returns
+    -------
+    V : array (..., n + 1, K)
+        ``p_k`` normalised to sum 1.
+    c : array (..., n + 1)
+        ``log sum_j p_k(j)``.
+    """
+    n, K = log_rows.shape[-2], log_rows.shape[-1]
+    batch = log_rows.shape[:-2]
+    dev = device_of(log_rows)
+    shift0 = _finite_or_zero(xp, xp.max(log_v0, axis=-1))
+    v0, c0 = _normalise_rows(xp, xp.exp(log_v0 - shift0[..., None]), shift0)
+    v0 = xp.broadcast_to(v0, batch + (K,))
+    c0 = xp.broadcast_to(c0, batch)
+    if n == 0:
+        return v0[..., None, :], c0[..., None]
+    row_shift = _finite_or_zero(xp, xp.max(log_M, axis=-1))
+    M = xp.exp(log_M - row_shift[:, None])  # rows of M with maximum 1; shifts go to the rows
+    rows = log_rows + row_shift
+    step_shift = _finite_or_zero(xp, _row_max(xp, rows))  # (..., n)
+    L = xp.exp(rows - step_shift[..., None])  # (..., n, K)
+
+    C = max(1, math.ceil(math.log2(n + 1))) if block is None else block
+    num_blocks = -(-(n + 1) // C)  # ceil: the outputs p_0 .. p_n fill num_blocks * C >= n + 1
+    pad = num_blocks * C - n
+    if pad:  # padded steps (only ever after p_n) use L = 1: finite values, sliced off below
+        L = xp.concat([L, xp.ones(batch + (pad, K), dtype=L.dtype, device=dev)], axis=-2)
+        step_shift = xp.concat(
+            [step_shift, xp.zeros(batch + (pad,), dtype=L.dtype, device=dev)], axis=-1)
+    L = xp.reshape(L, batch + (num_blocks, C, K))
+    step_shift = xp.reshape(step_shift, batch + (num_blocks, C))
+
+    # (1) transfer matrices of blocks 0 .. num_blocks - 2 (the last block's is never needed)
+    if num_blocks > 1:
+        nb = num_blocks - 1
+        T_blk = xp.broadcast_to(xp.eye(K, dtype=L.dtype, device=dev), batch + (nb, K, K))
+        r_blk = xp.zeros(batch + (nb, K), dtype=L.dtype, device=dev)
+        for j in range(C):
+            prod = _times_matrix(xp, T_blk * L[..., :nb, j, :][..., None, :], M)
+            T_blk, r_blk = _normalise_rows(xp, prod, r_blk + step_shift[..., :nb, j][..., None])
+        # (2) block entry vectors by the odd/even scan over the blocks
+        V, c = vector_prefix_scan(xp, _apply_product, _combine_product,
+                                  (v0[..., None, :], c0[..., None]), (T_blk, r_blk), (-2, -1),
+                                  (-3, -2))
+    else:
+        V, c = v0[..., None, :], c0[..., None]
+    # (3) block interiors, all blocks at once, written into fresh buffers (xp.stack on an
+    # inner axis is several times slower in NumPy; no input is modified)
+    out_v = xp.empty(batch + (num_blocks, C, K), dtype=L.dtype, device=dev)
+    out_c = xp.empty(batch + (num_blocks, C), dtype=L.dtype, device=dev)
+    out_v[..., 0, :] = V
+    out_c[..., 0] = c
+    for j in range(C - 1):
+        V, c = _normalise_rows(xp, _times_matrix(xp, V * L[..., j, :], M), c + step_shift[..., j])
+        out_v[..., j + 1, :] = V
+        out_c[..., j + 1] = c
+    V = xp.reshape(out_v, batch + (num_blocks * C, K))
+    c = xp.reshape(out_c, batch + (num_blocks * C,))
+    return _range_t(V, 0, n + 1), _range_t(c, 0, n + 1, axis=-1)
+
+
+def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
+    """Forward and backward messages by parallel prefix products (:func:`_chain_products`).
+
+    Forward: the one-step predictions ``pred_t = alpha_{t-1} A`` obey ``pred_{t+1} =
+    pred_t diag(p(y_t | .)) A`` with ``pred_0 = pi``; backward: ``beta_t^T = beta_{t+1}^T
+    diag(p(y_{t+1} | .)) A^T`` with ``beta_{T-1} = 1``, run on the reversed sequence.
     """
     T, K = log_lik.shape[-2], log_lik.shape[-1]
     batch = log_lik.shape[:-2]
     dev = device_of(log_lik)
-    lik_shift = _finite_or_zero(xp, xp.max(log_lik, axis=-1))
+    lik_shift = _finite_or_zero(xp, _row_max(xp, log_lik))
     lik = xp.exp(log_lik - lik_shift[..., None])  # (..., T, K), max 1 per step
 
-    # forward
-    pi_shift = _finite_or_zero(xp, xp.max(log_pi, axis=-1))
-    pi = xp.exp(log_pi - pi_shift[..., None])
-    pi_sum = xp.sum(pi, axis=-1)
-    v0 = xp.broadcast_to((pi / pi_sum[..., None])[..., None, :], batch + (1, K))
-    c0 = xp.broadcast_to((pi_shift + xp.log(pi_sum))[..., None], batch + (1,))
-    row_shift = _finite_or_zero(xp, xp.max(log_A, axis=-1))
-    A_rows = xp.exp(log_A - row_shift[:, None])
-    mats = (xp.broadcast_to(A_rows, batch + (T - 1, K, K)),
-            _range_t(log_lik, 0, T - 1) + row_shift)
-    pred, c_pred = vector_prefix_scan(xp, _apply_product, _combine_product, (v0, c0), mats,
-                                      (-2, -1), (-3, -2))
+    pred, c_pred = _chain_products(xp, log_pi, log_A, _range_t(log_lik, 0, T - 1))
     alpha = pred * lik  # alpha_t up to the scale exp(c_pred_t + lik_shift_t)
     last_sum = xp.sum(alpha[..., T - 1, :], axis=-1)
     log_normalizer = c_pred[..., T - 1] + lik_shift[..., T - 1] + _safe_log(xp, last_sum)
 
-    # backward: the same scan on the reversed sequence with the transposed matrix
-    col_shift = _finite_or_zero(xp, xp.max(log_A, axis=-2))
-    AT_rows = xp.matrix_transpose(xp.exp(log_A - col_shift[None, :]))
-    uniform = xp.full(batch + (1, K), 1.0 / K, dtype=log_lik.dtype, device=dev)
-    zero = xp.zeros(batch + (1,), dtype=log_lik.dtype, device=dev)
-    mats_b = (xp.broadcast_to(AT_rows, batch + (T - 1, K, K)),
-              xp.flip(_range_t(log_lik, 1, T), axis=-2) + col_shift)
-    beta_rev, _ = vector_prefix_scan(xp, _apply_product, _combine_product, (uniform, zero),
-                                     mats_b, (-2, -1), (-3, -2))
+    zeros = xp.zeros(batch + (K,), dtype=log_lik.dtype, device=dev)
+    beta_rev, _ = _chain_products(xp, zeros, xp.matrix_transpose(log_A),
+                                  xp.flip(_range_t(log_lik, 1, T), axis=-2))
     beta = xp.flip(beta_rev, axis=-2)  # beta_t up to a per-t scale (irrelevant below)
 
     g = alpha * beta
-    marginals = g / xp.sum(g, axis=-1, keepdims=True)
+    marginals = g / _row_sum(xp, g)[..., None]
 
     if T == 1:
         pairwise = xp.zeros(batch + (K, K), dtype=log_lik.dtype, device=dev)
@@ -206,7 +304,7 @@ def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
         A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
         a_prev = _range_t(alpha, 0, T - 1)
         b_next = _range_t(lik, 1, T) * _range_t(beta, 1, T)
-        n = xp.sum(xp.matmul(a_prev, A) * b_next, axis=-1)  # (..., T-1)
+        n = _row_sum(xp, _times_matrix(xp, a_prev, A) * b_next)  # (..., T-1)
         n = xp.where(n > 0.0, n, xp.ones_like(n))
         coef = 1.0 / n if transition_weights is None else transition_weights / n
         pairwise = A * xp.matmul(xp.matrix_transpose(a_prev * coef[..., None]), b_next)

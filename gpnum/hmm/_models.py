@@ -193,21 +193,36 @@ class GaussianHMM(HMMBase):
 
     # -------------------------------------------------------------- expectations
     def _quadratic(self, Y, m, S):
-        """``(y_t - m_k)^T S_k^-1 (y_t - m_k)`` (T, K) and ``log|S_k|`` (K,)."""
+        """``(y_t - m_k)^T S_k^-1 (y_t - m_k)`` (T, K) and ``log|S_k|`` (K,).
+
+        Two GEMMs: ``Z = Y W`` with ``W = [L_1^-T, ..., L_K^-T]`` (D, K D), then the squared
+        entries of ``Z - [L_k^-1 m_k]`` summed per state by a (K D, K) block matrix of ones.
+        The data are first centred on the mean of the state means, so that float32 keeps the
+        differences accurate for data far from the origin.
+        """
         xp = get_namespace(Y)
+        K, D = self.num_states, self.dim
+        dev = device_of(Y)
+        centre = xp.mean(m, axis=0)
+        Yc = Y - centre
+        mc = m - centre
         if self.covariance == "full":
             L = xp.linalg.cholesky(S)  # (K, D, D)
             Linv = xp.linalg.inv(L)
-            # K large GEMMs (T, D) @ (D, D) on differences keeps float32 accurate away from 0.
-            diff = Y[None, :, :] - m[:, None, :]  # (K, T, D)
-            z = xp.matmul(diff, xp.matrix_transpose(Linv))
-            quad = xp.matrix_transpose(xp.sum(z * z, axis=-1))  # (T, K)
+            W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))  # W[e, k D + d] = Linv_k[d, e]
+            offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
             logdet = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
         else:
-            diff = Y[:, None, :] - m[None, :, :]  # (T, K, D)
-            quad = xp.sum(diff * diff / S[None, :, :], axis=-1)
+            inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
+            W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=Y.dtype,
+                                                                         device=dev), (2, 0, 1)),
+                           (D, K * D))
+            offset = xp.reshape(inv_sd * mc, (K * D,))
             logdet = xp.sum(xp.log(S), axis=-1)
-        return quad, logdet
+        Z = Yc @ W - offset
+        block_sum = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=Y.dtype, device=dev)[:, None, :],
+                                               (K, D, K)), (K * D, K))
+        return (Z * Z) @ block_sum, logdet
 
     def _expected_log_lik(self, Y):
         D = self.dim
