@@ -183,14 +183,61 @@ def test_elbo_gradients_finite_differences(lik, whitening):
     _flat_check(model, X, y)
 
 
-def test_multi_latent_gradients():
+@pytest.mark.parametrize("whitening,form", [("cholesky", "cholesky"), ("ciq", "cholesky"),
+                                            ("cholesky", "natural")])
+def test_elbo_gradient_directional_finite_differences_at_m_400(whitening, form):
+    """m = 400 runs the paths small problems skip: the sygst Cholesky backward (m >= 400), the
+    blocked products, CIQ's deflation (m >= 128) and the spectral preconditioner of the
+    natural form's PCG solves. One random direction per parameter (q_sqrt: lower triangular),
+    central differences in float64 against the directional derivative <grad, v>."""
+    rng = np.random.default_rng(21)
+    m, b, d = 400, 128, 2
+    Z = rng.uniform(-2, 2, (m, d))
+    X = rng.uniform(-2, 2, (b, d))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(b)
+    q_mu = 0.3 * rng.standard_normal(m)
+    q_sqrt = np.tril(0.02 * rng.standard_normal((m, m))) + 0.6 * np.eye(m)
+    ciq = {"num_quad": 30, "rtol": 1e-13, "maxiter": 1000}
+    model = build(StudentT(df=4.0, scale=0.5), Z, q_mu, q_sqrt, whitening, N=b, ls=0.8,
+                  ciq=ciq)
+    # A large jitter keeps K_ZZ's condition number ~5e3, so that CIQ's 1e-13 solves and the
+    # natural form's PCG take tens of iterations, not thousands (the paths are the same).
+    model.jitter = 0.1
+    if form == "natural":
+        model.to_natural()
+        model.krylov_options["rtol"] = 1e-13
+    _, grads = model.elbo_and_grad(X, y)
+    params = {k: B.to_numpy(v).copy() for k, v in model.parameters().items()}
+    assert set(grads) == ({*params} - {"q_theta1", "q_precision"})
+    # One joint random direction over every parameter: three ELBO evaluations in all (each
+    # costs seconds at this size), and a wrong entry anywhere shows in <grad, v>.
+    v = {}
+    for name in grads:
+        d_ = rng.standard_normal(params[name].shape)
+        v[name] = np.tril(d_) if name == "q_sqrt" else d_
+    norm = np.sqrt(sum(np.sum(d_ * d_) for d_ in v.values()))
+    v = {k: d_ / norm for k, d_ in v.items()}
+    h = 1e-5
+
+    def f(t):
+        model.set_parameters({k: params[k] + t * v[k] for k in v})
+        return float(B.to_numpy(model.elbo(X, y)))
+
+    num = (f(h) - f(-h)) / (2 * h)
+    ana = float(sum(np.sum(B.to_numpy(grads[k]) * v[k]) for k in v))
+    assert abs(ana - num) <= 1e-6 * max(abs(ana), abs(num)), (ana, num)
+
+
+@pytest.mark.parametrize("whitening", ["cholesky", "ciq"])
+def test_multi_latent_gradients(whitening):
     from gpnum.likelihoods import RobustMax
 
     X, Z, y, _, _ = problem(5, m=5, b=6)
     rng = np.random.default_rng(9)
     labels = rng.integers(0, 3, 6).astype(float)
     kern = Matern52(lengthscale=np.full(2, 0.8), variance=1.1)
-    model = gpnum.SVGP(kern, RobustMax(3), Z, num_data=30)
+    model = gpnum.SVGP(kern, RobustMax(3), Z, num_data=30, whitening=whitening,
+                       ciq_options=TIGHT_CIQ if whitening == "ciq" else None)
     assert model.num_latent == 3 and model.q_mu.shape == (3, 5)
     model.q_mu = rng.standard_normal((3, 5))
     model.q_sqrt = np.tril(rng.standard_normal((3, 5, 5)) * 0.3) + 0.8 * np.eye(5)

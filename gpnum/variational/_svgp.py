@@ -36,7 +36,7 @@ from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.linalg import (AddedDiag, Dense, Diagonal, SpectralPreconditioner, Workspace,
                           default_block_size, pcg, slq_logdet)
-from gpnum.params import Parameterised
+from gpnum.variational._composite import ComposedParameters
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
@@ -70,7 +70,7 @@ def precision_to_q_sqrt(P, *, max_tries=0):
     return xp.tril(xp.flip(Linv_T, axis=(0, 1)))
 
 
-class SVGP(Parameterised):
+class SVGP(ComposedParameters):
     """Whitened sparse variational Gaussian process.
 
     Parameters
@@ -186,63 +186,23 @@ class SVGP(Parameterised):
     def parameters(self) -> dict:
         """All learnable parameters in natural form, as a flat dict.
 
-        Keys: ``q_mu``, ``q_sqrt``, ``inducing_points``, ``mean``, ``kernel.<name>``,
-        ``likelihood.<name>``.
+        Keys: ``q_mu``, ``q_sqrt`` (or ``q_theta1``, ``q_precision`` in the natural form),
+        ``inducing_points``, ``mean``, ``kernel.<name>``, ``likelihood.<name>``.
         """
+        return super().parameters()
+
+    def _own_names(self) -> tuple:
         inactive = self._Q_NAMES["natural" if self._form == "cholesky" else "cholesky"]
-        out = {n: getattr(self, n) for n in self._param_names if n not in inactive}
-        out.update({f"kernel.{k}": v for k, v in self.kernel.parameters().items()})
-        out.update({f"likelihood.{k}": v for k, v in self.likelihood.parameters().items()})
-        return out
+        return tuple(n for n in self._param_names if n not in inactive)
 
     def _split(self, values: dict):
-        own, kern, lik = {}, {}, {}
-        for k, v in values.items():
-            if k.startswith("kernel."):
-                kern[k[7:]] = v
-            elif k.startswith("likelihood."):
-                lik[k[11:]] = v
-            elif k in self._param_names:
-                if k not in self.parameters():
-                    raise KeyError(f"{k!r} is not a parameter of the model in its "
-                                   f"{self._form!r} variational form; call "
-                                   f"{'to_natural' if self._form == 'cholesky' else 'to_cholesky'}"
-                                   f"() first")
-                own[k] = v
-            else:
-                raise KeyError(f"unknown parameter {k!r}; expected one of "
-                               f"{sorted(self.parameters())}")
-        return own, kern, lik
-
-    def set_parameters(self, values: dict) -> None:
-        own, kern, lik = self._split(values)
-        super().set_parameters(own)
-        if kern:
-            self.kernel.set_parameters(kern)
-        if lik:
-            self.likelihood.set_parameters(lik)
-
-    def unconstrained(self) -> dict:
-        out = {k: v for k, v in self.parameters().items() if "." not in k}
-        out.update({f"kernel.{k}": v for k, v in self.kernel.unconstrained().items()})
-        out.update({f"likelihood.{k}": v for k, v in self.likelihood.unconstrained().items()})
-        return out
-
-    def set_unconstrained(self, values: dict) -> None:
-        own, kern, lik = self._split(values)
-        super().set_unconstrained(own)
-        if kern:
-            self.kernel.set_unconstrained(kern)
-        if lik:
-            self.likelihood.set_unconstrained(lik)
-
-    def grad_to_unconstrained(self, grads: dict) -> dict:
-        own, kern, lik = self._split(grads)
-        out = super().grad_to_unconstrained(own)
-        out.update({f"kernel.{k}": v for k, v in self.kernel.grad_to_unconstrained(kern).items()})
-        out.update({f"likelihood.{k}": v
-                    for k, v in self.likelihood.grad_to_unconstrained(lik).items()})
-        return out
+        for k in values:
+            if k in self._param_names and k not in self._own_names():
+                raise KeyError(f"{k!r} is not a parameter of the model in its {self._form!r} "
+                               f"variational form; call "
+                               f"{'to_natural' if self._form == 'cholesky' else 'to_cholesky'}"
+                               f"() first")
+        return super()._split(values)
 
     # ------------------------------------------------------------------ model protocol
     #: Minibatch model: ``fit`` samples batches and scales by ``num_data / b`` (GPR and SGPR,
