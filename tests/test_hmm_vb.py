@@ -297,3 +297,21 @@ def test_bad_input_errors(xp, to_xp):
         GaussianHMM(2, 2, covariance="spherical")
     with pytest.raises(RuntimeError, match="fit"):
         GaussianHMM(2, 2).decode(to_xp(good))
+
+
+def test_categorical_score_and_decode_against_enumeration(xp, to_xp):
+    Y = np.array([0, 0, 2, 2, 1, 0, 2])
+    model = CategoricalHMM(2, 3, seed=0, dtype="float64")
+    model.fit(to_xp(Y), max_iter=5)
+    w = {k: _np(v) for k, v in model.posterior_params().items()}
+    pi = w["pi"] / w["pi"].sum()
+    A = w["A"] / w["A"].sum(1, keepdims=True)
+    Bm = w["B"] / w["B"].sum(1, keepdims=True)
+    _, _, log_z, _, _ = brute_force(np.log(pi), np.log(A), np.log(Bm[:, Y].T))
+    np.testing.assert_allclose(model.score(to_xp(Y)), log_z, rtol=1e-10)
+    # decode: Viterbi under the expected log parameters (digamma differences, from SciPy)
+    elog = lambda c: special.digamma(c) - special.digamma(c.sum(-1, keepdims=True))  # noqa: E731
+    _, _, _, path, _ = brute_force(elog(w["pi"]), elog(w["A"]), elog(w["B"])[:, Y].T)
+    np.testing.assert_array_equal(_np(model.decode(to_xp(Y))), path)
+    marg, _, _, _, _ = brute_force(elog(w["pi"]), elog(w["A"]), elog(w["B"])[:, Y].T)
+    np.testing.assert_allclose(_np(model.predict_proba(to_xp(Y))), marg, atol=1e-10)
