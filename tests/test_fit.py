@@ -237,3 +237,29 @@ def test_fixed_errors_and_resume_keeps_them(tmp_path):
     mean = B.to_numpy(loaded.mean).copy()
     gpnum.fit(loaded, X, y, epochs=3, batch_size=30, resume=True, progress=False)
     np.testing.assert_array_equal(B.to_numpy(loaded.mean), mean)
+
+
+def test_lbfgs_backs_off_from_points_that_are_not_positive_definite():
+    """A trial point whose matrix fails to factorise is infinitely bad for the line search,
+    not the end of training (here: noise variances below 0.05 'fail')."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (25, 1))
+    y = np.sin(2 * X[:, 0])  # noise-free: the optimum wants the noise variance at 0
+    model = gpnum.GPR(Matern52(lengthscale=1.0), Gaussian(variance=0.5), X, y)
+    original = model.objective_and_grad
+    refused = []
+
+    def guarded(*args, **kwargs):
+        if float(model.likelihood.variance) < 0.05:
+            refused.append(float(model.likelihood.variance))
+            raise gpnum.NotPSDError("test: not positive definite below 0.05")
+        return original(*args, **kwargs)
+
+    model.objective_and_grad = guarded
+    start = float(original()[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
+        gpnum.fit(model, maxiter=200)
+    assert refused, "the optimiser never tried a refused point"
+    assert float(model.likelihood.variance) >= 0.05
+    assert float(original()[0]) > start

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from gpnum import backend as B
-from gpnum.errors import ConvergenceWarning
+from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.optim._adam import Adam
 from gpnum.optim._ngd import NaturalGradient
 
@@ -392,7 +392,12 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
 
     def objective(x):
         model.set_unconstrained(unflatten(x))
-        value, grads = model.objective_and_grad(X, y, validate=False)
+        try:
+            value, grads = model.objective_and_grad(X, y, validate=False)
+        except NotPSDError:
+            # A trial point past the positive-definite region (e.g. a noise variance driven
+            # towards 0): infinitely bad, so that the line search backs off from it.
+            return np.inf, np.zeros_like(x)
         g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
         v = float(value)
         g = _flat(xp, g_u, names)
