@@ -40,7 +40,7 @@ def test_cli_fits_csv_and_writes_outputs(tmp_path, capsys, monkeypatch, method):
     # --backend sets GPNUM_BACKEND (as gpnum fit does); monkeypatch restores it afterwards
     monkeypatch.setenv("GPNUM_BACKEND", "numpy")
     csv = tmp_path / "series.csv"
-    regime = _two_regime_csv(csv)
+    _two_regime_csv(csv)
     out = tmp_path / "out"
     status = hmm_cli.run(_parse(["--csv", str(csv), "--columns", "a,b", "--states", "2",
                                  "--method", method, "--steps", "60", "--subchain-length", "20",

@@ -123,7 +123,8 @@ def _log_density_gaussian(params, pis, As, mus, Sig, cov):
             lam = 1.0 / np.diagonal(Sig[:, k], axis1=-2, axis2=-1)
             out = out + stats.gamma(params["dof"][k] / 2.0,
                                     scale=2.0 / params["scale"][k]).logpdf(lam).sum(-1)
-        out = out + _mvn_logpdf(mus[:, k], params["mean"][k], Sig[:, k] / params["mean_precision"][k])
+        out = out + _mvn_logpdf(mus[:, k], params["mean"][k],
+                                Sig[:, k] / params["mean_precision"][k])
     return out
 
 

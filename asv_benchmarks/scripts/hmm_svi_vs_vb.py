@@ -106,7 +106,8 @@ def main():
         results[f"svi_{label}"] = {
             "history": h, "accuracy": acc, "wall_with_evaluations": wall,
             "first_within_1pct": None if first is None else
-            {"time": first[0], "elbo": first[1], "step": first[2], "fraction_of_vb": first[0] / t_vb},
+            {"time": first[0], "elbo": first[1], "step": first[2],
+             "fraction_of_vb": first[0] / t_vb},
             "mean_buffer": float(np.mean(h["buffer"]))}
         where = ("never within 1%" if first is None else
                  f"within 1% at step {first[2]} after {first[0]:.2f} s = {first[0] / t_vb:.3f} of "

@@ -25,14 +25,13 @@ from __future__ import annotations
 import math
 import time
 
-from gpnum.backend import default_dtype, default_rng, device_of, get_namespace, is_array, namespace
-from gpnum.errors import ShapeError, check_int, check_positive, describe_shape
-from gpnum.hmm._inference import forward_backward, logsumexp, viterbi
+from gpnum.backend import default_rng, device_of, get_namespace
+from gpnum.errors import check_int, check_positive
+from gpnum.hmm._inference import forward_backward, viterbi
 from gpnum.hmm._special import digamma, lgamma
 
 __all__ = ["HMMBase"]
 
-#: Batch-VB iterations between host synchronisations is 1: each iteration is a full pass.
 #: GrowBuf stops growing a buffer beyond this many multiples of the subchain length by default.
 _MAX_BUFFER_FACTOR = 50
 

@@ -223,7 +223,7 @@ def _run(args) -> int:
     with open(os.path.join(args.out, "hmm.json"), "w") as fh:
         json.dump(report, fh, indent=1)
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (optional: only the figure needs it)
     except ImportError:
         print("note: matplotlib is not installed; skipped the figure (pip install matplotlib)")
         return 0

@@ -57,7 +57,8 @@ def _check_inputs(log_pi, log_A, log_lik, transition_weights=None):
             raise TypeError(f"{name}: expected an array, got {type(a).__name__}")
     xp = get_namespace(log_pi, log_A, log_lik)
     if log_lik.ndim < 2:
-        raise ShapeError(f"log_lik: expected shape (..., T, K), got {describe_shape(log_lik.shape)}")
+        raise ShapeError("log_lik: expected shape (..., T, K), got "
+                         f"{describe_shape(log_lik.shape)}")
     T, K = log_lik.shape[-2], log_lik.shape[-1]
     if K < 1:
         raise ValueError(f"log_lik: expected at least one state (K >= 1), got K = {K}")
@@ -70,8 +71,8 @@ def _check_inputs(log_pi, log_A, log_lik, transition_weights=None):
     batch, pi_batch = log_lik.shape[:-2], log_pi.shape[:-1]
     if len(pi_batch) > len(batch) or any(
             p != 1 and p != b for p, b in zip(pi_batch[::-1], batch[::-1])):
-        raise ShapeError(f"log_pi: expected a shape that broadcasts to {describe_shape(batch + (K,))}"
-                         f", got {describe_shape(log_pi.shape)}")
+        raise ShapeError("log_pi: expected a shape that broadcasts to "
+                         f"{describe_shape(batch + (K,))}, got {describe_shape(log_pi.shape)}")
     for name, a in (("log_pi", log_pi), ("log_A", log_A), ("log_lik", log_lik)):
         if not xp.isdtype(a.dtype, "real floating"):
             raise TypeError(f"{name}: expected a real floating dtype, got {a.dtype}")
@@ -408,7 +409,7 @@ def _combine_max_plus(a, b):
 
 
 def _apply_max_plus(v, M):
-    """Row vectors of scores times row-offset matrices in (max, +): ``max_i v_i + r_i + M(i, j)``."""
+    """Score vectors times row-offset matrices in (max, +): ``max_i v_i + r_i + M(i, j)``."""
     (v,), (M, r) = v, M
     xp = get_namespace(v)
     u = v + r

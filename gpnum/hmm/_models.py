@@ -137,7 +137,8 @@ class GaussianHMM(HMMBase):
         sub = Y[0:T:stride, :]
         n = sub.shape[0]
         # Jitter breaks exact ties so that k-means++ finds K distinct rows in discrete data.
-        noise = rng.normal(sub.shape, dtype=Y.dtype) * (1e-6 * xp.sqrt(xp.mean(xp.var(sub, axis=0)) + 1e-30))
+        spread = xp.sqrt(xp.mean(xp.var(sub, axis=0)) + 1e-30)
+        noise = rng.normal(sub.shape, dtype=Y.dtype) * (1e-6 * spread)
         sub = sub + noise
         if n >= K:
             centres = kmeans(sub, K, seed=self.seed, num_iter=20)
@@ -186,7 +187,7 @@ class GaussianHMM(HMMBase):
         return self._standard()[1]
 
     def covariances(self):
-        """Plug-in covariances ``E[Lambda]^-1`` (``Psi / nu``; diag ``b / a``), (K, D, D) or (K, D)."""
+        """Plug-in covariances ``E[Lambda]^-1``: ``Psi / nu`` (K, D, D); diag ``b / a`` (K, D)."""
         self._require_fitted()
         kappa, m, S, nu = self._standard()
         return S / (nu[:, None, None] if self.covariance == "full" else nu[:, None])
@@ -209,7 +210,8 @@ class GaussianHMM(HMMBase):
         if self.covariance == "full":
             L = xp.linalg.cholesky(S)  # (K, D, D)
             Linv = xp.linalg.inv(L)
-            W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))  # W[e, k D + d] = Linv_k[d, e]
+            # W[e, k D + d] = Linv_k[d, e]
+            W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))
             offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
             logdet = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
         else:
@@ -285,8 +287,8 @@ class GaussianHMM(HMMBase):
         b, b0 = 0.5 * S, 0.5 * S0
         kl_g = ((a - a0) * digamma(a) - lgamma(a) + lgamma(a0) + a0 * (xp.log(b) - xp.log(b0))
                 + a * (b0 - b) / b)
-        kl_m = 0.5 * (kappa0[:, None] / kappa[:, None] - 1.0 + xp.log(kappa[:, None] / kappa0[:, None])
-                      + kappa0[:, None] * (a / b) * dm * dm)
+        ratio = kappa0[:, None] / kappa[:, None]
+        kl_m = 0.5 * (ratio - 1.0 - xp.log(ratio) + kappa0[:, None] * (a / b) * dm * dm)
         return xp.sum(kl_g + kl_m)
 
 
