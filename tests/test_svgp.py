@@ -296,6 +296,34 @@ def test_predictions_and_samples():
 
 
 @pytest.mark.parametrize("form", ["cholesky", "natural"])
+def test_ciq_pathwise_samples_match_the_dense_posterior(xp, device, form):
+    """CIQ whitening samples by pathwise conditioning, no factorisation: their mean and
+    covariance against the dense unwhitened posterior, within Monte Carlo error."""
+    X, Z, _, q_mu, q_sqrt = problem(13, m=6, b=4)
+    dtype = xp.float64
+    model = build(Gaussian(variance=0.3, xp=xp, dtype=dtype, device=device), Z, q_mu, q_sqrt,
+                  whitening="ciq", xp=xp, dtype=dtype, device=device,
+                  ciq={"num_quad": 20, "rtol": 1e-8, "maxiter": 200})
+    if form == "natural":
+        model.to_natural()
+        model.krylov_options["rtol"] = 1e-12
+    n_s = 10000
+    S = B.to_numpy(model.sample_f(B.asarray(X, dtype=dtype, xp=xp, device=device), n_s, seed=5))
+    assert S.shape == (n_s, 4)
+    Kzz = matern52(Z, Z, 0.7, 1.3) + 1e-6 * np.eye(6)
+    W, Kinv, Kxz = sym_sqrt(Kzz), np.linalg.inv(Kzz), matern52(X, Z, 0.7, 1.3)
+    cov = (matern52(X, X, 0.7, 1.3) - Kxz @ Kinv @ Kxz.T
+           + Kxz @ Kinv @ W @ q_sqrt @ q_sqrt.T @ W.T @ Kinv @ Kxz.T)
+    mean = 0.2 + Kxz @ Kinv @ W @ q_mu
+    se = np.sqrt(np.diag(cov) / n_s)
+    assert np.all(np.abs(S.mean(0) - mean) < 5 * se), (S.mean(0), mean)
+    # sample covariance: standard error of entry (i, j) is sqrt((C_ii C_jj + C_ij^2) / n_s)
+    emp = np.cov(S.T)
+    se_cov = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n_s)
+    assert np.all(np.abs(emp - cov) < 5 * se_cov), (emp, cov)
+
+
+@pytest.mark.parametrize("form", ["cholesky", "natural"])
 @pytest.mark.parametrize("whitening", ["cholesky", "ciq"])
 def test_full_covariance_against_dense_unwhitened_posterior(xp, device, whitening, form):
     """predict_f(full_cov=True): K_XX - K_XZ K^-1 K_ZX + K_XZ K^-1 S_u K^-1 K_ZX, dense NumPy."""

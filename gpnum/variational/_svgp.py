@@ -31,10 +31,11 @@ from gpnum.backend import (
     solve_triangular,
     triangular_matmul,
 )
-from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp
+from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp, sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import (AddedDiag, Dense, Diagonal, SpectralPreconditioner, Workspace,
+from gpnum.linalg import (AddedDiag, Dense, Diagonal, KernelMatrix, SpectralPreconditioner,
+                          Workspace,
                           default_block_size, pcg, slq_logdet)
 from gpnum.variational._composite import ComposedParameters
 
@@ -731,6 +732,40 @@ class SVGP(ComposedParameters):
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
 
+    def _sample_f_pathwise(self, X, num_samples, seed):
+        """CIQ whitening's sampler (see :meth:`sample_f`)."""
+        xp = self.xp
+        Z = self.inducing_points
+        m, n, k = Z.shape[0], X.shape[0], num_samples
+        rng = B.default_rng(seed, xp=xp, device=self._device)
+        opts = {key: v for key, v in self.ciq_options.items() if key != "deflate"}
+        A, cache = self._whiten(self.kernel(Z, X))
+        reuse = cache["res"]
+        prior_op = AddedDiag(KernelMatrix(self.kernel, xp.concat([Z, X], axis=0)),
+                             Diagonal(xp.asarray(self.jitter, dtype=self.dtype,
+                                                 device=self._device), m + n))
+        if self._form == "cholesky":
+            q_mu, q_sqrt = self._q()
+        else:
+            th, P = self._q_natural()
+            q_mu, _ = self._natural_solves(A[:, :1])
+        out = []
+        for l in range(self.num_latent):
+            prior = sqrt_matmul(prior_op, rng.normal((m + n, k), dtype=self.dtype), **opts).x
+            u_p, f_p = prior[:m, :], prior[m:, :]
+            # K_ZZ^{-1/2} u_p with the spectrum work of A's whitening (the same K_ZZ).
+            w_p, _ = self._whiten(u_p, reuse=reuse)
+            eps = rng.normal((m, k), dtype=self.dtype)
+            if self._form == "cholesky":
+                noise = triangular_matmul(q_sqrt[l, ...], eps)
+            else:
+                # S' = P^{-1}: its symmetric square root is P^{-1/2}, by CIQ as well.
+                noise = inv_sqrt_matmul(Dense(P[l, ...], symmetric=True), eps, **opts).x
+            u = q_mu[l, ...][:, None] + noise
+            f = self.mean + f_p + A.T @ (u - w_p)
+            out.append(f.T)
+        return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)
+
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
         mu, var = self.predict_f(X)
@@ -746,8 +781,25 @@ class SVGP(ComposedParameters):
     def sample_f(self, X, num_samples, seed):
         """Joint samples of the latent function at ``X`` from the approximate posterior.
 
-        Forms the (n, n) posterior covariance ``K_XX - A^T A + A^T S' A`` and samples through
-        its jittered Cholesky factor: meant for n up to a few thousand.
+        Through the whitening strategy:
+
+        - Cholesky whitening: the (n, n) posterior covariance ``K_XX - A^T A + A^T S' A``
+          through its jittered Cholesky factor (in float64), O(n^3): for n up to a few
+          thousand.
+        - CIQ whitening: pathwise conditioning (Matheron's rule; Wilson et al. 2020, "Efficiently
+          sampling functions from Gaussian process posteriors") with CIQ square roots and no
+          factorisation: a joint prior draw ``(u_p, f_p) = (K + jitter I)^{1/2} eps`` over
+          ``[Z; X]`` by :func:`gpnum.ciq.sqrt_matmul` on a lazy kernel matrix, a draw
+          ``u' = m' + S'^{1/2} eps'`` of q (``R eps'``, or ``P^{-1/2} eps'`` by CIQ in the
+          natural form), then ``f = c + f_p + A^T (u' - K_ZZ^{-1/2} u_p)``. Memory
+          O((m + n) num_samples) beyond the kernel blocks; accuracy that of the CIQ options.
+
+        Parameters
+        ----------
+        X : array (n, d)
+        num_samples : int
+        seed : int
+            Seed of the standard-normal draws.
 
         Returns
         -------
@@ -758,6 +810,8 @@ class SVGP(ComposedParameters):
         num_samples = int(num_samples)
         if num_samples < 1:
             raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples}")
+        if self.whitening == "ciq":
+            return self._sample_f_pathwise(X, num_samples, seed)
         mean, cov = self._predict_full_cov(X)
         if self.num_latent == 1:
             mean, cov = mean[:, None], cov[None, ...]
