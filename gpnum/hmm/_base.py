@@ -265,8 +265,12 @@ class HMMBase:
         eval_every : int
             SVI: evaluate the full-chain ELBO every this many steps (0: only after the last
             step). The evaluation time is excluded from the recorded times.
+        grow_step, grow_tol, max_buffer : int, float, int
+            GrowBuf settings (see ``buffer``).
         warm_start : bool
             Start from the current posterior instead of :meth:`initialize`.
+        verbose : bool
+            Print the ELBO after every batch iteration / SVI evaluation.
 
         Returns
         -------
@@ -277,15 +281,21 @@ class HMMBase:
             ``"buffer"``: the buffer length used at each step.
         """
         Y = self._check_data(Y)
+        # All arguments are checked before the (possibly long) initialisation.
+        if method == "vb":
+            settings = (check_int(max_iter, "max_iter", minimum=1),
+                        check_positive(tol, "tol", allow_zero=True))
+        elif method == "svi":
+            settings = self._svi_settings(Y.shape[0], subchain_length, num_subchains, buffer,
+                                          steps, tau, kappa, seed, grow_step, grow_tol,
+                                          max_buffer, eval_every)
+        else:
+            raise ValueError(f"method: expected 'vb' or 'svi', got {method!r}")
         if not warm_start or self.posterior_ is None:
             self.initialize(Y)
         if method == "vb":
-            return self._fit_vb(Y, check_int(max_iter, "max_iter", minimum=1),
-                                check_positive(tol, "tol", allow_zero=True), verbose)
-        if method == "svi":
-            return self._fit_svi(Y, subchain_length, num_subchains, buffer, steps, tau, kappa,
-                                 seed, grow_step, grow_tol, max_buffer, eval_every, verbose)
-        raise ValueError(f"method: expected 'vb' or 'svi', got {method!r}")
+            return self._fit_vb(Y, *settings, verbose)
+        return self._fit_svi(Y, *settings, verbose)
 
     def _global_step(self, stats, rho=1.0):
         """``w <- (1 - rho) w + rho (prior + stats)`` for every natural parameter."""
@@ -388,10 +398,9 @@ class HMMBase:
         stats.update(self._emission_statistics(gamma, Ysub))
         return stats, b
 
-    def _fit_svi(self, Y, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,
-                 max_buffer, eval_every, verbose):
-        xp, dev = self._namespace_of(Y)
-        T = Y.shape[0]
+    def _svi_settings(self, T, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,
+                      max_buffer, eval_every):
+        """Validated SVI arguments, in the order :meth:`_fit_svi` takes them."""
         # L >= 2: a subchain of one step holds no transition, and its statistics could not
         # estimate the transition counts (each transition lies in L - 1 subchains).
         L = min(T, 100) if L is None else check_int(
@@ -405,6 +414,7 @@ class HMMBase:
         tau = check_positive(tau, "tau", allow_zero=True)
         kappa = check_positive(kappa, "kappa", allow_zero=True)
         eval_every = check_int(eval_every, "eval_every", minimum=0)
+        seed = self.seed if seed is None else check_int(seed, "seed", minimum=0)
         if buffer is None or buffer == "none":
             buffer = 0
         if buffer == "grow":
@@ -418,8 +428,13 @@ class HMMBase:
         else:
             buffer = check_int(buffer, "buffer", minimum=0,
                                expected="'grow', an integer >= 0 or None")
-        rng = default_rng(self.seed if seed is None else check_int(seed, "seed", minimum=0),
-                          xp=xp, device=dev)
+        return L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol, max_buffer, eval_every
+
+    def _fit_svi(self, Y, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,
+                 max_buffer, eval_every, verbose):
+        xp, dev = self._namespace_of(Y)
+        T = Y.shape[0]
+        rng = default_rng(seed, xp=xp, device=dev)
         history = {"elbo": [], "time": [], "step": [], "buffer": []}
         elapsed = 0.0
         for t in range(1, steps + 1):
