@@ -24,25 +24,22 @@ from gpnum import backend as B
 from gpnum.backend import (
     asarray,
     cholesky,
-    cholesky_vjp_inner,
     device_of,
     get_namespace,
     lower_matmul,
     solve_triangular,
     triangular_matmul,
 )
-from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp, sqrt_matmul
+from gpnum.ciq import inv_sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import (AddedDiag, Dense, Diagonal, KernelMatrix, SpectralPreconditioner,
-                          Workspace,
+from gpnum.linalg import (Dense, SpectralPreconditioner,
                           default_block_size, pcg, slq_logdet)
 from gpnum.variational._composite import ComposedParameters
+from gpnum.variational._whitening import make_whitening
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
-_PREDICT_CHUNK = 4096
-_PREDICT_CHUNK_CIQ = 512
 
 
 def q_sqrt_to_precision(R):
@@ -145,14 +142,13 @@ class SVGP(ComposedParameters):
         if not self.jitter >= 0.0:
             raise ValueError(f"jitter: expected a number >= 0, got {jitter!r}")
         self.ciq_options = dict(ciq_options or {})
-        # Krylov-basis memory reused by every CIQ solve of this model (not a cache of results:
-        # first touches of fresh memory cost more than the products on virtual machines).
-        self.ciq_workspace = Workspace() if whitening == "ciq" else None
         unknown = set(self.ciq_options) - {"num_quad", "rtol", "maxiter", "eigen_bounds",
                                            "num_lanczos", "deflate"}
         if unknown:
             raise ValueError(f"ciq_options: unknown key(s) {sorted(unknown)}; expected num_quad, "
                              f"rtol, maxiter, eigen_bounds, num_lanczos, deflate")
+        #: The whitening strategy (gpnum.variational._whitening): forward, backward, sampling.
+        self.whitening_strategy = make_whitening(whitening, self.ciq_options)
         self.num_latent = int(num_latent if num_latent is not None
                               else getattr(likelihood, "num_latent", 1))
         m = Z.shape[0]
@@ -433,64 +429,21 @@ class SVGP(ComposedParameters):
         return K, vjp
 
     def _whiten(self, Kzx, reuse=None, need_grad=False):
-        """A = W^{-1} K_ZX and what its backward pass needs.
+        """A = W^{-1} K_ZX by the whitening strategy, and what its backward pass needs.
 
-        ``reuse``: a CIQResult for the same K_ZZ whose deflation and eigenvalue bounds to reuse
-        (prediction chunks). ``need_grad``: keep the kernel's backward function for K_ZZ.
+        ``reuse``: what the strategy's ``reusable`` returned for the current K_ZZ (prediction
+        chunks, sampling): K_ZZ is then neither formed nor factorised again. ``need_grad``:
+        keep the kernel's backward function for K_ZZ.
         """
-        xp = self.xp
-        if self.whitening == "cholesky":
-            high = xp.float64
-            Kzz, kzz_vjp = self._kzz(with_jitter=False, with_vjp=need_grad)
-            # The jitter as cholesky's shift: added in its own copy, no (m, m) temporaries.
-            L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter,
-                         jitter=max(self.jitter, 1e-12) * 10.0)
-            A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
-                          self.dtype, copy=False)
-            return A, {"L": L, "Kzx": Kzx, "kzz_vjp": kzz_vjp}
-        # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
-        # the spectrum (a plain dense matrix could not certify its smallest eigenvalue).
-        m = Kzx.shape[0]
-        Kzz, kzz_vjp = self._kzz(with_jitter=False, with_vjp=need_grad)
-        op = AddedDiag(Dense(Kzz, symmetric=True),
-                       Diagonal(xp.asarray(self.jitter, dtype=self.dtype, device=self._device),
-                                m))
-        opts = dict(self.ciq_options)
-        if reuse is not None:
-            opts["eigen_bounds"] = reuse.eigen_bounds
-            if reuse.deflation is not None:
-                opts["deflate"] = reuse.deflation
-        res = inv_sqrt_matmul(op, Kzx, workspace=self.ciq_workspace, **opts)
-        return res.x, {"op": op, "res": res, "Kzx": Kzx, "kzz_vjp": kzz_vjp}
+        Kzz, kzz_vjp = (None, None) if reuse is not None else self._kzz(with_jitter=False,
+                                                                        with_vjp=need_grad)
+        A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse)
+        cache["kzz_vjp"] = kzz_vjp
+        return A, cache
 
     def _whiten_backward(self, A, cache, A_bar):
         """(K_ZZ_bar (m, m), K_ZX_bar (m, b)) from the cotangent of A."""
-        xp = self.xp
-        if self.whitening == "cholesky":
-            high = xp.float64
-            # A = L^{-1} K_ZX gives K_ZX_bar = L^{-T} A_bar and L_bar = -L^{-T} A_bar A^T, so
-            # L^T L_bar = -A_bar A^T is known in factored form: the Cholesky backward starts
-            # from it and skips its own m^3 product (two m^3 triangular solves remain).
-            L = cache["L"]
-            Ab = xp.astype(A_bar, high, copy=False)
-            Kzx_bar = solve_triangular(L, Ab, lower=True, trans=True)
-            # Only the symmetric part of K_ZZ_bar reaches the (symmetric) gram's backward pass.
-            # Only the lower triangle of -A_bar A^T is read (lower_matmul: on SciPy's BLAS
-            # pool, like the solves around it; see B.matmul).
-            M = lower_matmul(-Ab, xp.astype(A, high, copy=False).T)
-            # L is not needed after this: its memory and M's serve the backward pass (and L
-            # leaves the cache, which return_data hands out).
-            del cache["L"]
-            Kzz_bar = cholesky_vjp_inner(L, M, symmetrize=False, overwrite_m=True,
-                                         overwrite_l=True)
-            return (xp.astype(Kzz_bar, self.dtype, copy=False),
-                    xp.astype(Kzx_bar, self.dtype, copy=False))
-        rtol = self.ciq_options.get("rtol", 1e-3)
-        maxiter = self.ciq_options.get("maxiter", 200)
-        Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
-                                          rtol=rtol, maxiter=maxiter,
-                                          workspace=self.ciq_workspace)
-        return g["operator"]["A"], Kzx_bar
+        return self.whitening_strategy.backward(A, cache, A_bar)
 
     # ------------------------------------------------------------------ forward pieces
     def _marginals(self, X, reuse=None, need_grad=False):
@@ -695,16 +648,15 @@ class SVGP(ComposedParameters):
         X = self._check_X(X)
         if full_cov:
             return self._predict_full_cov(X)
-        # CIQ keeps q per-shift solves of each chunk ((q, m, chunk) values): smaller chunks.
-        chunk = _PREDICT_CHUNK if self.whitening == "cholesky" else _PREDICT_CHUNK_CIQ
+        chunk = self.whitening_strategy.predict_chunk
         mus, vs = [], []
-        reuse = None  # K_ZZ is the same for every chunk: CIQ's spectrum work is done once
+        reuse = None  # K_ZZ is the same for every chunk: its factor or spectrum work is reused
         n = X.shape[0]
         for start in range(0, n, chunk):
             # The array API leaves a slice past the end unspecified (array_api_strict raises).
             mu, var, c = self._marginals(X[start:min(start + chunk, n), :], reuse)
-            if self.whitening == "ciq" and reuse is None:
-                reuse = c["whiten"]["res"]
+            if reuse is None:
+                reuse = self.whitening_strategy.reusable(c["whiten"])
             mus.append(mu)
             vs.append(var)
         mu = self.xp.concat(mus, axis=0)
@@ -732,39 +684,19 @@ class SVGP(ComposedParameters):
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
 
-    def _sample_f_pathwise(self, X, num_samples, seed):
-        """CIQ whitening's sampler (see :meth:`sample_f`)."""
-        xp = self.xp
-        Z = self.inducing_points
-        m, n, k = Z.shape[0], X.shape[0], num_samples
-        rng = B.default_rng(seed, xp=xp, device=self._device)
-        opts = {key: v for key, v in self.ciq_options.items() if key != "deflate"}
-        A, cache = self._whiten(self.kernel(Z, X))
-        reuse = cache["res"]
-        prior_op = AddedDiag(KernelMatrix(self.kernel, xp.concat([Z, X], axis=0)),
-                             Diagonal(xp.asarray(self.jitter, dtype=self.dtype,
-                                                 device=self._device), m + n))
+    def _q_draw(self, q_mu, P_or_R, eps, l):
+        """``u' = m' + S'^{1/2} eps`` (m, k) for latent ``l``: ``R eps`` in the Cholesky form;
+        in the natural form ``P^{-1/2} eps`` by CIQ on the precision (its symmetric root, to the
+        natural form's solver tolerance), so that no factorisation is needed."""
         if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
+            noise = triangular_matmul(P_or_R[l, ...], eps)
         else:
-            th, P = self._q_natural()
-            q_mu, _ = self._natural_solves(A[:, :1])
-        out = []
-        for l in range(self.num_latent):
-            prior = sqrt_matmul(prior_op, rng.normal((m + n, k), dtype=self.dtype), **opts).x
-            u_p, f_p = prior[:m, :], prior[m:, :]
-            # K_ZZ^{-1/2} u_p with the spectrum work of A's whitening (the same K_ZZ).
-            w_p, _ = self._whiten(u_p, reuse=reuse)
-            eps = rng.normal((m, k), dtype=self.dtype)
-            if self._form == "cholesky":
-                noise = triangular_matmul(q_sqrt[l, ...], eps)
-            else:
-                # S' = P^{-1}: its symmetric square root is P^{-1/2}, by CIQ as well.
-                noise = inv_sqrt_matmul(Dense(P[l, ...], symmetric=True), eps, **opts).x
-            u = q_mu[l, ...][:, None] + noise
-            f = self.mean + f_p + A.T @ (u - w_p)
-            out.append(f.T)
-        return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)
+            opts = self.krylov_options
+            noise = inv_sqrt_matmul(Dense(P_or_R[l, ...], symmetric=True), eps,
+                                    num_quad=self.ciq_options.get("num_quad", 15),
+                                    rtol=opts["rtol"],
+                                    maxiter=max(200, 2 * eps.shape[0])).x
+        return q_mu[l, ...][:, None] + noise
 
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
@@ -781,18 +713,17 @@ class SVGP(ComposedParameters):
     def sample_f(self, X, num_samples, seed):
         """Joint samples of the latent function at ``X`` from the approximate posterior.
 
-        Through the whitening strategy:
+        By pathwise conditioning (Matheron's rule; Wilson et al. 2020, "Efficiently sampling
+        functions from Gaussian process posteriors"), through the whitening strategy: a joint
+        prior draw ``(u_p, f_p) = (K([Z; X]) + jitter I)^{1/2} eps``, a draw
+        ``u' = m' + S'^{1/2} eps'`` of q (``R eps'``, or ``P^{-1/2} eps'`` by CIQ in the
+        natural form), then ``f = c + f_p + A^T (u' - W^{-1} u_p)``, exact in distribution:
 
-        - Cholesky whitening: the (n, n) posterior covariance ``K_XX - A^T A + A^T S' A``
-          through its jittered Cholesky factor (in float64), O(n^3): for n up to a few
-          thousand.
-        - CIQ whitening: pathwise conditioning (Matheron's rule; Wilson et al. 2020, "Efficiently
-          sampling functions from Gaussian process posteriors") with CIQ square roots and no
-          factorisation: a joint prior draw ``(u_p, f_p) = (K + jitter I)^{1/2} eps`` over
-          ``[Z; X]`` by :func:`gpnum.ciq.sqrt_matmul` on a lazy kernel matrix, a draw
-          ``u' = m' + S'^{1/2} eps'`` of q (``R eps'``, or ``P^{-1/2} eps'`` by CIQ in the
-          natural form), then ``f = c + f_p + A^T (u' - K_ZZ^{-1/2} u_p)``. Memory
-          O((m + n) num_samples) beyond the kernel blocks; accuracy that of the CIQ options.
+        - Cholesky whitening: the prior draw through a float64 Cholesky factor of the
+          (m + n) x (m + n) prior covariance, O((m + n)^3): for n up to a few thousand.
+        - CIQ whitening: the prior draw by :func:`gpnum.ciq.sqrt_matmul` on a lazy kernel
+          matrix, no factorisation and O((m + n) num_samples) memory beyond the kernel blocks;
+          accurate to the CIQ options' tolerance.
 
         Parameters
         ----------
@@ -810,17 +741,23 @@ class SVGP(ComposedParameters):
         num_samples = int(num_samples)
         if num_samples < 1:
             raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples}")
-        if self.whitening == "ciq":
-            return self._sample_f_pathwise(X, num_samples, seed)
-        mean, cov = self._predict_full_cov(X)
-        if self.num_latent == 1:
-            mean, cov = mean[:, None], cov[None, ...]
+        Z = self.inducing_points
+        m, n, k = Z.shape[0], X.shape[0], num_samples
         rng = B.default_rng(seed, xp=xp, device=self._device)
-        n = X.shape[0]
+        A, cache = self._whiten(self.kernel(Z, X))
+        reuse = self.whitening_strategy.reusable(cache)
+        if self._form == "cholesky":
+            q_mu, root = self._q()
+        else:
+            q_mu, _ = self._natural_solves(A[:, :1])
+            root = self._q_natural()[1]
         out = []
         for l in range(self.num_latent):
-            Lc = xp.astype(cholesky(xp.astype(cov[l, ...], xp.float64), jitter=1e-10,
-                                    max_tries=6), self.dtype)
-            eps = rng.normal((n, num_samples), dtype=self.dtype)
-            out.append((mean[:, l][:, None] + Lc @ eps).T)
+            prior = self.whitening_strategy.prior_draw(
+                self.kernel, Z, X, self.jitter, rng.normal((m + n, k), dtype=self.dtype))
+            u_p, f_p = prior[:m, :], prior[m:, :]
+            # W^{-1} u_p with the same factor or spectrum work as A's whitening.
+            w_p, _ = self._whiten(u_p, reuse=reuse)
+            u = self._q_draw(q_mu, root, rng.normal((m, k), dtype=self.dtype), l)
+            out.append((self.mean + f_p + A.T @ (u - w_p)).T)
         return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)
