@@ -9,6 +9,7 @@ from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.hmm import forward_backward, viterbi
 from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
+from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
 METHODS = ["scan", "sequential"]
 
@@ -58,7 +59,7 @@ def test_viterbi_single_step_and_single_state(xp, dtype, to_xp):
     assert _np(path).tolist() == [0] * 5
 
 
-def test_forward_backward_forbidden_transitions(xp, to_xp):
+def test_forward_backward_forbidden_transitions(xp, to64):
     """-inf entries (a left-to-right chain) against brute force, in float64."""
     rng = np.random.default_rng(5)
     log_pi, _, log_lik = random_hmm(rng, 3, 6)
@@ -68,13 +69,13 @@ def test_forward_backward_forbidden_transitions(xp, to_xp):
         log_A = np.log(A)
     marg, pair, log_z, path, best = brute_force(log_pi, log_A, log_lik)
     for method in METHODS:
-        res = forward_backward(to_xp(log_pi, dtype=xp.float64), to_xp(log_A, dtype=xp.float64),
-                               to_xp(log_lik, dtype=xp.float64), method=method)
+        res = forward_backward(to64(log_pi), to64(log_A),
+                               to64(log_lik), method=method)
         np.testing.assert_allclose(_np(res.marginals), marg, atol=1e-12)
         np.testing.assert_allclose(_np(res.pairwise), pair, atol=1e-12)
         np.testing.assert_allclose(_np(res.log_normalizer), log_z, rtol=1e-12)
-        p, s = viterbi(to_xp(log_pi, dtype=xp.float64), to_xp(log_A, dtype=xp.float64),
-                       to_xp(log_lik, dtype=xp.float64), method=method)
+        p, s = viterbi(to64(log_pi), to64(log_A),
+                       to64(log_lik), method=method)
         np.testing.assert_array_equal(_np(p), path)
 
 
@@ -105,29 +106,29 @@ def test_scan_long_chain_against_numpy(xp, dtype, to_xp, tol, T):
         assert np.mean(_np(path) == ref_path) > 0.95
 
 
-def test_batched_log_pi(xp, to_xp):
+def test_batched_log_pi(xp, to64):
     """A different initial distribution per chain (the subchains' case)."""
     rng = np.random.default_rng(6)
     _, log_A, log_lik = random_hmm(rng, 3, 5, batch=(2,))
     log_pis = np.log(rng.dirichlet(np.ones(3), size=2))
-    res = forward_backward(to_xp(log_pis, dtype=xp.float64), to_xp(log_A, dtype=xp.float64),
-                           to_xp(log_lik, dtype=xp.float64))
+    res = forward_backward(to64(log_pis), to64(log_A),
+                           to64(log_lik))
     for b in range(2):
         marg, pair, log_z, _, _ = brute_force(log_pis[b], log_A, log_lik[b])
         np.testing.assert_allclose(_np(res.marginals)[b], marg, atol=1e-12)
         np.testing.assert_allclose(_np(res.log_normalizer)[b], log_z, rtol=1e-12)
 
 
-def test_bad_inputs(xp, to_xp):
+def test_bad_inputs(xp, to64):
     rng = np.random.default_rng(7)
-    log_pi, log_A, log_lik = (to_xp(a, dtype=xp.float64) for a in random_hmm(rng, 3, 4))
+    log_pi, log_A, log_lik = (to64(a) for a in random_hmm(rng, 3, 4))
     with pytest.raises(ShapeError, match="log_A"):
         forward_backward(log_pi, log_A[:2, :], log_lik)
     with pytest.raises(ShapeError, match="log_pi"):
         forward_backward(log_pi[:2], log_A, log_lik)
     with pytest.raises(ShapeError, match="log_lik"):
         forward_backward(log_pi, log_A, log_lik[0, :])
-    bad = to_xp(np.where(np.arange(12).reshape(4, 3) == 5, np.nan, 0.0), dtype=xp.float64)
+    bad = to64(np.where(np.arange(12).reshape(4, 3) == 5, np.nan, 0.0))
     with pytest.raises(ValueError, match="NaN"):
         forward_backward(log_pi, log_A, bad)
     with pytest.raises(ValueError, match="method"):

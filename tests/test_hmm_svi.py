@@ -13,6 +13,7 @@ import pytest
 from gpnum import backend as B
 from gpnum.hmm import CategoricalHMM, GaussianHMM
 from test_hmm_reference import numpy_forward_backward, sample_chain
+from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
 
 def _np(a):
@@ -58,16 +59,16 @@ def test_svi_one_subchain_covering_chain_equals_one_vb_iteration(xp, dtype, to_x
                                    rtol=100 * tol, atol=100 * tol, err_msg=key)
 
 
-def test_categorical_svi_one_subchain_equals_one_vb_iteration(xp, to_xp):
+def test_categorical_svi_one_subchain_equals_one_vb_iteration(xp, to64):
     rng = np.random.default_rng(22)
     Y = rng.integers(0, 4, size=40)
     batch = CategoricalHMM(2, 4, seed=1, dtype="float64")
     svi = CategoricalHMM(2, 4, seed=1, dtype="float64")
-    batch.fit(to_xp(Y), max_iter=1)
-    svi.initialize(to_xp(Y))
+    batch.fit(to64(Y), max_iter=1)
+    svi.initialize(to64(Y))
     svi.posterior_ = dict(batch.posterior_)
-    batch.fit(to_xp(Y), max_iter=1, warm_start=True)
-    svi.fit(to_xp(Y), method="svi", subchain_length=40, num_subchains=1, buffer=0, steps=1,
+    batch.fit(to64(Y), max_iter=1, warm_start=True)
+    svi.fit(to64(Y), method="svi", subchain_length=40, num_subchains=1, buffer=0, steps=1,
             tau=0.0, warm_start=True)
     for key in batch.posterior_:
         np.testing.assert_allclose(_np(svi.posterior_[key]), _np(batch.posterior_[key]),
@@ -75,7 +76,7 @@ def test_categorical_svi_one_subchain_equals_one_vb_iteration(xp, to_xp):
 
 
 @pytest.mark.parametrize("L", [2, 5, 17, 40])
-def test_scaled_statistics_unbiased_over_all_subchains(xp, to_xp, L):
+def test_scaled_statistics_unbiased_over_all_subchains(xp, to64, L):
     """With a buffer covering the chain every subchain's marginals are the whole chain's, so
     the batch factors alone decide: the average of the scaled statistics over ALL T - L + 1
     subchains (one call with every start, S = T - L + 1) must equal the whole chain's
@@ -83,10 +84,10 @@ def test_scaled_statistics_unbiased_over_all_subchains(xp, to_xp, L):
     rng = np.random.default_rng(23)
     T = 40
     Y, _ = _sticky(rng, T, K=2, D=2)
-    Yx = to_xp(Y, dtype=xp.float64)
+    Yx = to64(Y)
     model = GaussianHMM(2, 2, seed=0)
     model.fit(Yx, max_iter=3)
-    starts = to_xp(np.arange(T - L + 1), dtype=xp.int64)
+    starts = to64(np.arange(T - L + 1))
     stats, _ = model._subchain_statistics(Yx, starts, L, T)
     reference = _whole_chain_statistics(model, Yx)
     for key, value in reference.items():
@@ -94,16 +95,16 @@ def test_scaled_statistics_unbiased_over_all_subchains(xp, to_xp, L):
 
 
 @pytest.mark.parametrize("buffer", [0, 3])
-def test_scaled_counts_exact_without_full_buffer(xp, to_xp, buffer):
+def test_scaled_counts_exact_without_full_buffer(xp, to64, buffer):
     """Whatever the local marginals, averaged over all subchains the scaled counts are exact:
     T emissions, T - 1 transitions, one initial state."""
     rng = np.random.default_rng(24)
     T, L = 50, 6
     Y, _ = _sticky(rng, T, K=3, D=1)
-    Yx = to_xp(Y, dtype=xp.float64)
+    Yx = to64(Y)
     model = GaussianHMM(3, 1, seed=0)
     model.fit(Yx, max_iter=2)
-    stats, _ = model._subchain_statistics(Yx, to_xp(np.arange(T - L + 1), dtype=xp.int64), L,
+    stats, _ = model._subchain_statistics(Yx, to64(np.arange(T - L + 1)), L,
                                           buffer)
     np.testing.assert_allclose(float(_np(stats["kappa"]).sum()), T, rtol=1e-12)
     np.testing.assert_allclose(float(_np(stats["A"]).sum()), T - 1, rtol=1e-12)
