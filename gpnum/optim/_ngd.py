@@ -34,7 +34,7 @@ from __future__ import annotations
 import warnings
 
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.variational._svgp import precision_to_q_sqrt, q_sqrt_to_precision
+from gpnum.variational._distributions import precision_to_q_sqrt, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
 

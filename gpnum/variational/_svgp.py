@@ -21,51 +21,16 @@ O(m^3) operation.
 from __future__ import annotations
 
 from gpnum import backend as B
-from gpnum.backend import (
-    asarray,
-    cholesky,
-    device_of,
-    get_namespace,
-    lower_matmul,
-    solve_triangular,
-    triangular_matmul,
-)
-from gpnum.ciq import inv_sqrt_matmul
-from gpnum.divergences import kl_whitened, kl_whitened_and_grad
-from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.linalg import (Dense, SpectralPreconditioner,
-                          default_block_size, pcg, slq_logdet)
+from gpnum.backend import asarray, device_of, get_namespace
+from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.linalg import default_block_size
 from gpnum.variational._composite import ComposedParameters
+from gpnum.variational._distributions import (  # noqa: F401 (re-exported)
+    CholeskyForm, NaturalForm, precision_to_q_sqrt, q_sqrt_to_precision)
 from gpnum.variational._whitening import make_whitening
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
-
-
-def q_sqrt_to_precision(R):
-    """``S^{-1} = R^{-T} R^{-1}`` for a lower-triangular ``R`` (m, m) with ``S = R R^T``."""
-    xp = get_namespace(R)
-    Rinv = solve_triangular(R, xp.eye(R.shape[0], dtype=R.dtype, device=device_of(R)), lower=True)
-    return Rinv.T @ Rinv
-
-
-def precision_to_q_sqrt(P, *, max_tries=0):
-    """Lower-triangular ``R`` (m, m) with ``R R^T = P^{-1}``, from one Cholesky factorisation.
-
-    With the exchange matrix ``J`` (reversal of rows and columns): ``J P J = L L^T`` gives
-    ``P^{-1} = J L^{-T} J J L^{-1} J``, and ``R = J L^{-T} J`` is lower triangular.
-
-    Raises
-    ------
-    NotPSDError
-        If ``P`` is not positive definite (no jitter is added unless ``max_tries > 0``).
-    """
-    xp = get_namespace(P)
-    m = P.shape[0]
-    L = cholesky(xp.flip(P, axis=(0, 1)), max_tries=max_tries)
-    Linv_T = solve_triangular(L, xp.eye(m, dtype=P.dtype, device=device_of(P)), lower=True,
-                              trans=True)
-    return xp.tril(xp.flip(Linv_T, axis=(0, 1)))
 
 
 class SVGP(ComposedParameters):
@@ -309,7 +274,17 @@ class SVGP(ComposedParameters):
         """PCG solve ``P x = rhs`` against a candidate precision ``P`` (m, m), rhs (m, k), with
         this model's ``krylov_options`` and spectral preconditioner (a
         :class:`gpnum.linalg.SolverResult`; ``info < 0`` flags negative curvature)."""
-        return self._precision_solve(P, rhs, rtol=rtol)
+        return NaturalForm(self.krylov_options).precision_solve(P, rhs, rtol=rtol)
+
+    @property
+    def variational(self):
+        """The variational distribution's form (:mod:`gpnum.variational._distributions`):
+        ``CholeskyForm`` or ``NaturalForm`` (with this model's ``krylov_options``)."""
+        return CholeskyForm() if self._form == "cholesky" else NaturalForm(self.krylov_options)
+
+    def _q_pair(self):
+        """q's two arrays in the current form, with a leading latent axis."""
+        return self._q() if self._form == "cholesky" else self._q_natural()
 
     def _q(self):
         """q_mu (L, m) and q_sqrt (L, m, m) with a leading latent axis (Cholesky form)."""
@@ -341,13 +316,7 @@ class SVGP(ComposedParameters):
         """
         if self._form == "natural":
             return
-        q_mu, q_sqrt = self._q()
-        th, P = [], []
-        for l in range(self.num_latent):
-            prec = q_sqrt_to_precision(q_sqrt[l, ...])
-            th.append(prec @ q_mu[l, ...])
-            P.append(prec)
-        th, P = self.xp.stack(th), self.xp.stack(P)
+        th, P = CholeskyForm().convert(self._q())
         object.__setattr__(self, "_form", "natural")
         self.q_theta1 = th[0, ...] if self.num_latent == 1 else th
         self.q_precision = P[0, ...] if self.num_latent == 1 else P
@@ -358,65 +327,12 @@ class SVGP(ComposedParameters):
         """Hold q as ``q_mu``, ``q_sqrt`` again (one Cholesky of each precision, O(m^3))."""
         if self._form == "cholesky":
             return
-        th, P = self._q_natural()
-        mus, Rs = [], []
-        for l in range(self.num_latent):
-            R = precision_to_q_sqrt(P[l, ...])
-            mus.append(R @ (R.T @ th[l, ...]))
-            Rs.append(R)
-        mus, Rs = self.xp.stack(mus), self.xp.stack(Rs)
+        mus, Rs = NaturalForm(self.krylov_options).convert(self._q_natural())
         object.__setattr__(self, "_form", "cholesky")
         self.q_mu = mus[0, ...] if self.num_latent == 1 else mus
         self.q_sqrt = Rs[0, ...] if self.num_latent == 1 else Rs
         object.__setattr__(self, "q_theta1", None)
         object.__setattr__(self, "q_precision", None)
-
-    def _preconditioner(self, P):
-        """PCG preconditioner for the precision ``P`` (m, m) from its leading eigenpairs.
-
-        ``krylov_options["precondition"]`` is the block size of that search (None for 0). The
-        precision is ``I`` plus data terms whose spectrum decays like the kernel's, so the
-        spectral preconditioner takes CG from hundreds of iterations to tens.
-        """
-        ell = int(self.krylov_options.get("precondition", 0))
-        if ell <= 0:
-            return None
-        try:
-            return SpectralPreconditioner.from_operator(Dense(P, symmetric=True), ell)
-        except NotPSDError:
-            return None  # an indefinite P: plain CG reports the breakdown
-
-    def _precision_solve(self, P, rhs, rtol=None, M="search"):
-        """PCG against the precision ``P`` (m, m); ``M``: a preconditioner from
-        :meth:`_preconditioner` for this ``P`` (or None), by default searched here."""
-        opts = self.krylov_options
-        if isinstance(M, str):
-            M = self._preconditioner(P)
-        return pcg(Dense(P, symmetric=True), rhs, rtol=opts["rtol"] if rtol is None else rtol,
-                   maxiter=opts["maxiter"], M=M)
-
-    def _natural_solves(self, A, preconditioners=None):
-        """m' (L, m) and S'A (L, m, b) by PCG against each precision.
-
-        ``preconditioners``: a list to which each latent's preconditioner is appended, for
-        further solves against the same precisions (:meth:`kl`).
-        """
-        xp = self.xp
-        th, P = self._q_natural()
-        ms, SAs = [], []
-        for l in range(self.num_latent):
-            rhs = xp.concat([th[l, ...][:, None], A], axis=1)
-            M = self._preconditioner(P[l, ...])
-            if preconditioners is not None:
-                preconditioners.append(M)
-            res = self._precision_solve(P[l, ...], rhs, M=M)
-            if res.info < 0:
-                raise NotPSDError(
-                    f"q_precision of latent {l} is not positive definite (CG breakdown: "
-                    f"{res.status}); lower the natural-gradient step size")
-            ms.append(res.x[:, 0])
-            SAs.append(res.x[:, 1:])
-        return xp.stack(ms), xp.stack(SAs)
 
     # ------------------------------------------------------------------ whitening
     def _kzz(self, with_jitter=True, with_vjp=False):
@@ -454,61 +370,30 @@ class SVGP(ComposedParameters):
         A, cache = self._whiten(Kzx, reuse, need_grad)
         kdiag = self.kernel.diag(X)
         base = (kdiag - xp.sum(A * A, axis=0))[:, None]
-        if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
-            RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], A, trans=True)
-                            for l in range(self.num_latent)])  # (L, m, b)
-            SA = precond = None
-            var = base + xp.sum(RtA * RtA, axis=1).T
-        else:
-            precond = []
-            q_mu, SA = self._natural_solves(A, precond)
-            RtA = None
-            var = base + xp.sum(A[None, :, :] * SA, axis=1).T
+        q = self._q_pair()
+        q_mu, var_q, qcache = self.variational.marginal_terms(q, A)
+        var = base + var_q
         mu = self.mean + A.T @ q_mu.T  # (b, L)
         # Round-off can push a variance that is ~0 in exact arithmetic (X on top of Z) below
         # zero; the floor keeps the likelihood's domain and its gradient is zero there.
         floor = 1e-12 if self.dtype == xp.float64 else 1e-6
         var_ok = var > floor
         var = xp.where(var_ok, var, floor)
-        return mu, var, {"var_ok": var_ok, "A": A, "RtA": RtA, "SA": SA, "q_mean": q_mu,
-                         "whiten": cache, "kzx_vjp": kzx_vjp, "precond": precond}
+        return mu, var, {"var_ok": var_ok, "A": A, "q": q, "q_cache": qcache, "q_mean": q_mu,
+                         "whiten": cache, "kzx_vjp": kzx_vjp}
 
     def _squeeze(self, a):
         return a[:, 0] if self.num_latent == 1 else a
 
-    def kl(self, preconditioners=None):
+    def kl(self):
         """KL(q(u') || N(0, I)) summed over latent functions (a 0-d array).
 
         Exact in the Cholesky form. In the natural form it is a stochastic estimate for
         monitoring only: ``tr S'`` by Hutchinson probes solved with PCG and ``log|S'|`` by
         stochastic Lanczos quadrature (``krylov_options``: ``num_probes``, ``num_lanczos``,
-        ``seed``), never a factorisation. ``preconditioners``: one per latent for the current
-        precisions, from an earlier solve against them (default: searched here).
+        ``seed``), never a factorisation.
         """
-        xp = self.xp
-        if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
-            total = kl_whitened(q_mu[0, ...], q_sqrt[0, ...])
-            for l in range(1, self.num_latent):
-                total = total + kl_whitened(q_mu[l, ...], q_sqrt[l, ...])
-            return total
-        opts = self.krylov_options
-        th, P = self._q_natural()
-        m = th.shape[1]
-        rng = B.default_rng(opts["seed"], xp=xp, device=self._device)
-        total = 0.0
-        for l in range(self.num_latent):
-            Zp = rng.rademacher((m, opts["num_probes"]), dtype=self.dtype)
-            rhs = xp.concat([th[l, ...][:, None], Zp], axis=1)
-            M = "search" if preconditioners is None else preconditioners[l]
-            sol = self._precision_solve(P[l, ...], rhs, M=M).x
-            mean = sol[:, 0]
-            trace = xp.sum(Zp * sol[:, 1:]) / opts["num_probes"]
-            logdet_prec = slq_logdet(Dense(P[l, ...]), num_probes=opts["num_probes"],
-                                     num_iter=opts["num_lanczos"], seed=opts["seed"] + l)
-            total = total + 0.5 * (xp.sum(mean * mean) + trace + logdet_prec - m)
-        return total
+        return self.variational.kl(self._q_pair())
 
     def _expected_loglik(self, y, mu, var):
         ve = self.likelihood.variational_expectations(y, self._squeeze(mu), self._squeeze(var))
@@ -535,7 +420,8 @@ class SVGP(ComposedParameters):
         self._check_batch(X.shape[0])
         mu, var, c = self._marginals(X)
         ve = self._expected_loglik(y, mu, var)
-        return (self.num_data / X.shape[0]) * self.xp.sum(ve) - self.kl(c["precond"])
+        return ((self.num_data / X.shape[0]) * self.xp.sum(ve)
+                - self.variational.kl(c["q"], c["q_cache"]))
 
     def _check_batch(self, b):
         if self.num_data < b:
@@ -587,29 +473,11 @@ class SVGP(ComposedParameters):
         c = d["cache"]
         X = d["X"]
         grads = {}
-        if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
-            RtA = c["RtA"]
-            kl_total = None
-            gkl_m, g_sqrt = [], []
-            for l in range(self.num_latent):
-                # q is model state, not user input: the fit loop's finiteness check covers it.
-                v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
-                kl_total = v if kl_total is None else kl_total + v
-                gkl_m.append(gk["m"])
-                # mu = c + A^T m'; var contains colsum((R^T A)^2).
-                AG = A * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
-                g_sqrt.append(lower_matmul(AG, RtA[l, ...].T) - gk["L"])
-            grads_q_mu = (A @ g_mu).T - xp.stack(gkl_m)
-            grads["q_mu"] = grads_q_mu[0, ...] if self.num_latent == 1 else grads_q_mu
-            grads["q_sqrt"] = g_sqrt[0] if self.num_latent == 1 else xp.stack(g_sqrt)
-            SA = xp.stack([triangular_matmul(q_sqrt[l, ...], RtA[l, ...])
-                           for l in range(self.num_latent)])  # (L, m, b)
-        else:
-            # Natural form: q is updated by natural gradients, not by these gradients, and the
-            # KL does not depend on the other parameters.
-            kl_total = self.kl(c["precond"])
-            SA = c["SA"]
+        # Natural form: no q gradients (natural gradients update q) and a KL estimate.
+        kl_total, q_grads, SA = self.variational.kl_and_grad(c["q"], A, g_mu, g_var,
+                                                             c["q_cache"])
+        for name, g in q_grads.items():
+            grads[name] = g[0, ...] if self.num_latent == 1 else g
         # A's cotangent: sum_l [m'_l g_mu_l^T + 2 (S'_l A - A) diag(g_var_l)].
         A_bar = c["q_mean"].T @ g_mu.T + 2.0 * xp.sum((SA - A[None, :, :]) * g_var.T[:, None, :],
                                                       axis=0)
@@ -666,14 +534,7 @@ class SVGP(ComposedParameters):
     def _predict_full_cov(self, X):
         xp = self.xp
         A, _ = self._whiten(self.kernel(self.inducing_points, X))
-        if self._form == "cholesky":
-            q_mu, q_sqrt = self._q()
-            RtA = [triangular_matmul(q_sqrt[l, ...], A, trans=True)
-                   for l in range(self.num_latent)]
-            data_cov = [r.T @ r for r in RtA]
-        else:
-            q_mu, SA = self._natural_solves(A)
-            data_cov = [A.T @ SA[l, ...] for l in range(self.num_latent)]
+        q_mu, data_cov = self.variational.data_covariance(self._q_pair(), A)
         base = self.kernel(X) - A.T @ A
         covs = []
         for c in data_cov:
@@ -683,20 +544,6 @@ class SVGP(ComposedParameters):
         if self.num_latent == 1:
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
-
-    def _q_draw(self, q_mu, P_or_R, eps, l):
-        """``u' = m' + S'^{1/2} eps`` (m, k) for latent ``l``: ``R eps`` in the Cholesky form;
-        in the natural form ``P^{-1/2} eps`` by CIQ on the precision (its symmetric root, to the
-        natural form's solver tolerance), so that no factorisation is needed."""
-        if self._form == "cholesky":
-            noise = triangular_matmul(P_or_R[l, ...], eps)
-        else:
-            opts = self.krylov_options
-            noise = inv_sqrt_matmul(Dense(P_or_R[l, ...], symmetric=True), eps,
-                                    num_quad=self.ciq_options.get("num_quad", 15),
-                                    rtol=opts["rtol"],
-                                    maxiter=max(200, 2 * eps.shape[0])).x
-        return q_mu[l, ...][:, None] + noise
 
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
@@ -746,11 +593,7 @@ class SVGP(ComposedParameters):
         rng = B.default_rng(seed, xp=xp, device=self._device)
         A, cache = self._whiten(self.kernel(Z, X))
         reuse = self.whitening_strategy.reusable(cache)
-        if self._form == "cholesky":
-            q_mu, root = self._q()
-        else:
-            q_mu, _ = self._natural_solves(A[:, :1])
-            root = self._q_natural()[1]
+        q, form = self._q_pair(), self.variational
         out = []
         for l in range(self.num_latent):
             prior = self.whitening_strategy.prior_draw(
@@ -758,6 +601,6 @@ class SVGP(ComposedParameters):
             u_p, f_p = prior[:m, :], prior[m:, :]
             # W^{-1} u_p with the same factor or spectrum work as A's whitening.
             w_p, _ = self._whiten(u_p, reuse=reuse)
-            u = self._q_draw(q_mu, root, rng.normal((m, k), dtype=self.dtype), l)
+            u = form.draw(q, rng.normal((m, k), dtype=self.dtype), l)
             out.append((self.mean + f_p + A.T @ (u - w_p)).T)
         return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)
