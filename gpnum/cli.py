@@ -1,4 +1,5 @@
-"""The command line: ``gpnum fit``, ``gpnum compare``, ``gpnum datasets``, ``gpnum demo``.
+"""The command line: ``gpnum fit``, ``gpnum compare``, ``gpnum hmm``, ``gpnum datasets``,
+``gpnum demo``.
 
 ``gpnum fit`` trains a whitened SVGP on a bundled data set (or any CSV) by the seed-000 protocol
 (natural gradients for q alternating with Adam for everything else) and reports test metrics,
@@ -173,6 +174,9 @@ def build_parser():
                                        "of inducing points; write the training-time and test-NLL "
                                        "figures (PNG), a table (Markdown, CSV) and a JSON.")
     _add_training_args(p_cmp, compare=True)
+    from gpnum.hmm import _cli as hmm_cli
+
+    hmm_cli.add_parser(sub)
     sub.add_parser("datasets", help="list the bundled data sets")
     p_demo = sub.add_parser("demo", help="a jittered Cholesky solve on the default backend")
     p_demo.add_argument("--n", type=_positive_int, default=2000, help="matrix size (default 2000)")
@@ -645,6 +649,10 @@ def main(argv=None) -> int:
             return run_compare(args)
         if args.command == "datasets":
             return run_datasets(args)
+        if args.command == "hmm":
+            from gpnum.hmm import _cli as hmm_cli
+
+            return hmm_cli.run(args)
         if args.command == "demo":
             return run_demo(args.n, args.seed)
     except (CLIError, BackendError, NotPSDError, ValueError, FileNotFoundError) as exc:
