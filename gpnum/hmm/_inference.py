@@ -1,21 +1,28 @@
 """Exact inference in a hidden Markov model: forward-backward and Viterbi.
 
-Both run as associative (parallel-prefix) scans over time (Sarkka & Garcia-Fernandez 2021,
-"Temporal parallelization of Bayesian smoothers", IEEE TAC 66(1)): the forward messages are prefix
-products of the per-step matrices ``E_t(i, j) = A(i, j) p(y_t | x_t = j)`` and the backward
-messages suffix products, so T steps take O(log T) batched array operations instead of a Python
-loop of T steps. The sequential recursions are kept (``method="sequential"``) as the reference
-the tests compare against.
+Both recursions are products of per-step matrices, and matrix products are associative, so
+they run as parallel prefix computations over time (Sarkka & Garcia-Fernandez 2021, "Temporal
+parallelization of Bayesian smoothers", IEEE TAC 66(1)) in O(log T) batched array operations
+instead of a Python loop of T steps. The sequential recursions are kept
+(``method="sequential"``) as the reference the tests compare against.
 
-Numerics. Forward-backward works in the log domain with the log-sum-exp shift applied per row:
-each scan element is stored as a matrix whose rows sum to 1 and a log scale per row, so
-``log E(i, j) = c_i + log P(i, j)``. Combining two elements is then one batched matmul, a row
-maximum and a log of K numbers, instead of K^3 exponentials of a naive log-space matmul; the log
-normaliser never under- or overflows however long the chain. What the stored form drops are
-probabilities more than ``1 / tiny`` (about 1e308 in float64, 1e38 in float32) below the largest
-one *in the same row*; with transition matrices whose entries are bounded away from zero (as
-expected log parameters of a Dirichlet posterior always are) such terms cannot affect a marginal.
-Viterbi works directly in the (max, +) semiring, which needs no exponentials at all.
+- Sum-product (:func:`forward_backward`): the one-step predictions obey
+  ``pred_{t+1} = pred_t diag(p(y_t | .)) A`` and the backward messages
+  ``beta_t^T = beta_{t+1}^T diag(p(y_{t+1} | .)) A^T``: one constant matrix with the data as row
+  scales. :func:`_chain_products` computes all prefixes by a two-level (Brent) parallel prefix
+  whose steps are GEMMs with that constant matrix, the block entries coming from the odd/even
+  scan :func:`gpnum.hmm._scan.vector_prefix_scan`.
+- Max-product (:func:`viterbi`): the odd/even scan in the (max, +) semiring, then the
+  back-pointer maps composed by :func:`gpnum.hmm._scan.associative_scan`.
+
+Numerics. The sum-product works in the log domain with the log-sum-exp shift applied per row:
+each vector or matrix row is stored normalised to sum 1 with its log scale kept separately, so
+the log normaliser never under- or overflows however long the chain, and combining two
+elements is a matmul, a row sum and K logarithms instead of K^3 exponentials of a naive
+log-space matmul. What the stored form drops are probabilities more than ``1 / tiny`` (about
+1e308 in float64, 1e38 in float32) below the largest one *in the same row*; with transition
+matrices whose entries are bounded away from zero (as expected log parameters of a Dirichlet
+posterior always are) such terms cannot affect a marginal. Viterbi needs no exponentials.
 """
 
 from __future__ import annotations
@@ -114,8 +121,7 @@ def _combine_product(a, b):
 
     ``P`` is (..., m, K, K) with rows summing to 1 (or an all-zero row, ``c = -inf``), ``c``
     (..., m, K). The later operand's row scales are folded into the matmul relative to their
-    maximum, and the result's rows are renormalised (by their sums: a sum over a short last
-    axis is twice as fast as a maximum in NumPy, and any bounded row scale will do).
+    maximum, and the result's rows are renormalised to sum 1.
     """
     P1, c1 = a
     P2, c2 = b
@@ -123,11 +129,7 @@ def _combine_product(a, b):
     shift = _finite_or_zero(xp, xp.max(c2, axis=-1, keepdims=True))  # (..., m, 1)
     middle = xp.exp(c2 - shift)  # weights of the summed-over index, <= 1
     P = xp.matmul(P1 * middle[..., None, :], P2)
-    row_sum = xp.sum(P, axis=-1)
-    nonzero = row_sum > 0.0
-    safe = xp.where(nonzero, row_sum, xp.ones_like(row_sum))
-    c = xp.where(nonzero, c1 + shift + xp.log(safe), xp.full_like(c1, -float("inf")))
-    return P / safe[..., None], c
+    return _normalise_rows(xp, P, c1 + shift)
 
 
 def _range_t(a, start, stop, axis=-2):
@@ -147,11 +149,7 @@ def _apply_product(v, M):
     shift = _finite_or_zero(xp, xp.max(r, axis=-1, keepdims=True))
     w = v * xp.exp(r - shift)
     out = xp.matmul(w[..., None, :], P)[..., 0, :]  # 4x faster in NumPy than a broadcast sum
-    total = xp.sum(out, axis=-1)
-    nonzero = total > 0.0
-    safe = xp.where(nonzero, total, xp.ones_like(total))
-    c = xp.where(nonzero, cv + shift[..., 0] + xp.log(safe), xp.full_like(cv, -float("inf")))
-    return out / safe[..., None], c
+    return _normalise_rows(xp, out, cv + shift[..., 0])
 
 
 def _row_sum(xp, u):
