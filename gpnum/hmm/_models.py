@@ -137,17 +137,20 @@ class GaussianHMM(HMMBase):
         sub = Y[0:T:stride, :]
         n = sub.shape[0]
         # Jitter breaks exact ties so that k-means++ finds K distinct rows in discrete data.
-        spread = xp.sqrt(xp.mean(xp.var(sub, axis=0)) + 1e-30)
+        # (relative to the data's spread and size, so that even a constant series gets K rows)
+        spread = xp.sqrt(xp.mean(xp.var(sub, axis=0))) + xp.mean(xp.abs(sub)) + 1e-30
         noise = rng.normal(sub.shape, dtype=Y.dtype) * (1e-6 * spread)
         sub = sub + noise
         if n >= K:
             centres = kmeans(sub, K, seed=self.seed, num_iter=20)
         else:
-            centres = xp.take(sub, xp.asarray([i % n for i in range(K)], device=dev), axis=0)
+            index = xp.asarray([i % n for i in range(K)], dtype=xp.int64, device=dev)
+            centres = xp.take(sub, index, axis=0)
         d2 = (xp.sum(sub * sub, axis=1)[:, None] - 2.0 * (sub @ xp.matrix_transpose(centres))
               + xp.sum(centres * centres, axis=1)[None, :])
         labels = xp.argmin(d2, axis=1)
-        onehot = xp.astype(labels[:, None] == xp.arange(K, device=dev)[None, :], Y.dtype)
+        states = xp.arange(K, dtype=labels.dtype, device=dev)
+        onehot = xp.astype(labels[:, None] == states[None, :], Y.dtype)
         stats = self._emission_statistics(onehot * (float(T) / n), sub)
         return {key: self.prior_[key] + stats[key] for key in stats}
 
