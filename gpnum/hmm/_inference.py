@@ -187,7 +187,7 @@ def _times_matrix(xp, V, M):
     return xp.reshape(xp.matmul(flat, M), V.shape)
 
 
-def _chain_products(xp, log_v0, log_M, log_rows, block=None):
+def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_shift=None):
     """Normalised prefixes of ``p_0 = exp(log_v0)``, ``p_{k+1} = p_k diag(exp(log_rows_k)) M``.
 
     The sum-product forward (``M = A``) and backward (``M = A^T``, reversed time) recursions of
@@ -206,6 +206,11 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None):
     log_rows : array (..., n, K)
     block : int, optional
         Block length ``C`` (default ``ceil(log2(n + 1))``).
+    rows, rows_shift : arrays (..., n, K) and (..., n), optional
+        The same rows already exponentiated, ``exp(log_rows) = rows * exp(rows_shift)`` with
+        ``rows <= 1``: saves three passes over (n, K) (a row maximum and an exponential) when
+        the caller has them, as forward-backward does. Used unless the row shifts of ``M``
+        span more than half the dtype's exponent range (then ``log_rows`` is used).
 
     Returns
     -------
@@ -225,9 +230,16 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None):
         return v0[..., None, :], c0[..., None]
     row_shift = _finite_or_zero(xp, xp.max(log_M, axis=-1))
     M = xp.exp(log_M - row_shift[:, None])  # rows of M with maximum 1; shifts go to the rows
-    rows = log_rows + row_shift
-    step_shift = _finite_or_zero(xp, _row_max(xp, rows))  # (..., n)
-    L = xp.exp(rows - step_shift[..., None])  # (..., n, K)
+    top = xp.max(row_shift)
+    weights = xp.exp(row_shift - top)  # (K,): the row shifts as factors <= 1
+    # One synchronisation per call (on K numbers): is the cheap path's range loss harmless?
+    if rows is not None and bool(xp.min(weights) >= xp.finfo(weights.dtype).tiny ** 0.5):
+        L = rows * weights
+        step_shift = rows_shift + top
+    else:
+        shifted = log_rows + row_shift
+        step_shift = _finite_or_zero(xp, _row_max(xp, shifted))  # (..., n)
+        L = xp.exp(shifted - step_shift[..., None])  # (..., n, K)
 
     C = max(1, math.ceil(math.log2(n + 1))) if block is None else block
     num_blocks = -(-(n + 1) // C)  # ceil: the outputs p_0 .. p_n fill num_blocks * C >= n + 1
@@ -236,8 +248,16 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None):
         L = xp.concat([L, xp.ones(batch + (pad, K), dtype=L.dtype, device=dev)], axis=-2)
         step_shift = xp.concat(
             [step_shift, xp.zeros(batch + (pad,), dtype=L.dtype, device=dev)], axis=-1)
-    L = xp.reshape(L, batch + (num_blocks, C, K))
-    step_shift = xp.reshape(step_shift, batch + (num_blocks, C))
+    # Step-major layout (C, blocks, ...): the rows used together at step j are then contiguous
+    # (a broadcast product with a strided operand is 3x slower in NumPy). The reshape of the
+    # permuted view makes the one copy.
+    nd = len(batch)
+    lead = tuple(range(nd))
+    L = xp.reshape(xp.permute_dims(xp.reshape(L, batch + (num_blocks, C, K)),
+                                   lead + (nd + 1, nd, nd + 2)), batch + (C * num_blocks, K))
+    L = xp.reshape(L, batch + (C, num_blocks, K))
+    step_shift = xp.reshape(xp.permute_dims(xp.reshape(step_shift, batch + (num_blocks, C)),
+                                            lead + (nd + 1, nd)), batch + (C, num_blocks))
 
     # (1) transfer matrices of blocks 0 .. num_blocks - 2 (the last block's is never needed)
     if num_blocks > 1:
@@ -245,26 +265,28 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None):
         T_blk = xp.broadcast_to(xp.eye(K, dtype=L.dtype, device=dev), batch + (nb, K, K))
         r_blk = xp.zeros(batch + (nb, K), dtype=L.dtype, device=dev)
         for j in range(C):
-            prod = _times_matrix(xp, T_blk * L[..., :nb, j, :][..., None, :], M)
-            T_blk, r_blk = _normalise_rows(xp, prod, r_blk + step_shift[..., :nb, j][..., None])
+            prod = _times_matrix(xp, T_blk * L[..., j, :nb, :][..., None, :], M)
+            T_blk, r_blk = _normalise_rows(xp, prod, r_blk + step_shift[..., j, :nb][..., None])
         # (2) block entry vectors by the odd/even scan over the blocks
         V, c = vector_prefix_scan(xp, _apply_product, _combine_product,
                                   (v0[..., None, :], c0[..., None]), (T_blk, r_blk), (-2, -1),
                                   (-3, -2))
     else:
         V, c = v0[..., None, :], c0[..., None]
-    # (3) block interiors, all blocks at once, written into fresh buffers (xp.stack on an
-    # inner axis is several times slower in NumPy; no input is modified)
-    out_v = xp.empty(batch + (num_blocks, C, K), dtype=L.dtype, device=dev)
-    out_c = xp.empty(batch + (num_blocks, C), dtype=L.dtype, device=dev)
-    out_v[..., 0, :] = V
-    out_c[..., 0] = c
+    # (3) block interiors, all blocks at once, written step-major into fresh buffers (no input
+    # is modified), then brought back to time order by one transposing copy
+    out_v = xp.empty(batch + (C, num_blocks, K), dtype=L.dtype, device=dev)
+    out_c = xp.empty(batch + (C, num_blocks), dtype=L.dtype, device=dev)
+    out_v[..., 0, :, :] = V
+    out_c[..., 0, :] = c
     for j in range(C - 1):
-        V, c = _normalise_rows(xp, _times_matrix(xp, V * L[..., j, :], M), c + step_shift[..., j])
-        out_v[..., j + 1, :] = V
-        out_c[..., j + 1] = c
-    V = xp.reshape(out_v, batch + (num_blocks * C, K))
-    c = xp.reshape(out_c, batch + (num_blocks * C,))
+        V, c = _normalise_rows(xp, _times_matrix(xp, V * L[..., j, :, :], M),
+                               c + step_shift[..., j, :])
+        out_v[..., j + 1, :, :] = V
+        out_c[..., j + 1, :] = c
+    V = xp.reshape(xp.permute_dims(out_v, lead + (nd + 1, nd, nd + 2)),
+                   batch + (num_blocks * C, K))
+    c = xp.reshape(xp.permute_dims(out_c, lead + (nd + 1, nd)), batch + (num_blocks * C,))
     return _range_t(V, 0, n + 1), _range_t(c, 0, n + 1, axis=-1)
 
 
@@ -281,14 +303,18 @@ def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
     lik_shift = _finite_or_zero(xp, _row_max(xp, log_lik))
     lik = xp.exp(log_lik - lik_shift[..., None])  # (..., T, K), max 1 per step
 
-    pred, c_pred = _chain_products(xp, log_pi, log_A, _range_t(log_lik, 0, T - 1))
+    pred, c_pred = _chain_products(xp, log_pi, log_A, _range_t(log_lik, 0, T - 1),
+                                   rows=_range_t(lik, 0, T - 1),
+                                   rows_shift=_range_t(lik_shift, 0, T - 1, axis=-1))
     alpha = pred * lik  # alpha_t up to the scale exp(c_pred_t + lik_shift_t)
     last_sum = xp.sum(alpha[..., T - 1, :], axis=-1)
     log_normalizer = c_pred[..., T - 1] + lik_shift[..., T - 1] + _safe_log(xp, last_sum)
 
     zeros = xp.zeros(batch + (K,), dtype=log_lik.dtype, device=dev)
     beta_rev, _ = _chain_products(xp, zeros, xp.matrix_transpose(log_A),
-                                  xp.flip(_range_t(log_lik, 1, T), axis=-2))
+                                  xp.flip(_range_t(log_lik, 1, T), axis=-2),
+                                  rows=xp.flip(_range_t(lik, 1, T), axis=-2),
+                                  rows_shift=xp.flip(_range_t(lik_shift, 1, T, axis=-1), axis=-1))
     beta = xp.flip(beta_rev, axis=-2)  # beta_t up to a per-t scale (irrelevant below)
 
     g = alpha * beta
