@@ -233,7 +233,7 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_
     top = xp.max(row_shift)
     weights = xp.exp(row_shift - top)  # (K,): the row shifts as factors <= 1
     # One synchronisation per call (on K numbers): is the cheap path's range loss harmless?
-    if rows is not None and bool(xp.min(weights) >= xp.finfo(weights.dtype).tiny ** 0.5):
+    if rows is not None and bool(xp.min(weights) >= xp.finfo(weights.dtype).smallest_normal ** 0.5):
         L = rows * weights
         step_shift = rows_shift + top
     else:
