@@ -159,3 +159,34 @@ def test_svi_argument_errors():
         model.fit(Y, method="svi", subchain_length=5, num_subchains=0)
     with pytest.raises(ValueError, match="subchain_length"):
         model.fit(Y, method="svi", subchain_length=1)
+
+
+def test_svi_step_sizes_and_interpolation(xp, to64):
+    """Two SVI steps against the update written out: rho_t = (t + tau)^-kappa and
+    w_t = (1 - rho_t) w_{t-1} + rho_t (prior + scaled statistics), with the same subchain draws
+    (the model's generator: gpnum.backend.default_rng(seed).integers)."""
+    from gpnum.backend import default_rng, device_of
+
+    rng = np.random.default_rng(27)
+    Y, _ = _sticky(rng, 80, K=2, D=1)
+    Yx = to64(Y)
+    L, S, tau, kappa, seed = 10, 3, 2.0, 0.7, 5
+    model = GaussianHMM(2, 1, seed=0)
+    model.fit(Yx, max_iter=2)
+    start = {k: _np(v) for k, v in model.posterior_.items()}
+    manual = GaussianHMM(2, 1, seed=0)
+    manual.initialize(Yx)
+    manual.posterior_ = dict(model.posterior_)
+    model.fit(Yx, method="svi", subchain_length=L, num_subchains=S, buffer=2, steps=2, tau=tau,
+              kappa=kappa, seed=seed, warm_start=True)
+    draws = default_rng(seed, xp=xp, device=device_of(Yx))
+    w = start
+    prior = {k: _np(v) for k, v in manual.prior_.items()}
+    for t in (1, 2):
+        starts = draws.integers(0, 80 - L + 1, (S,))
+        stats, _ = manual._subchain_statistics(Yx, starts, L, 2)
+        rho = (t + tau) ** (-kappa)
+        w = {k: (1.0 - rho) * w[k] + rho * (prior[k] + _np(stats[k])) for k in w}
+        manual.posterior_ = {k: to64(v) for k, v in w.items()}
+    for key in w:
+        np.testing.assert_allclose(_np(model.posterior_[key]), w[key], rtol=1e-12, err_msg=key)
