@@ -12,8 +12,9 @@ instead of a Python loop of T steps. The sequential recursions are kept
   scales. :func:`_chain_products` computes all prefixes by a two-level (Brent) parallel prefix
   whose steps are GEMMs with that constant matrix, the block entries coming from the odd/even
   scan :func:`gpnum.hmm._scan.vector_prefix_scan`.
-- Max-product (:func:`viterbi`): the odd/even scan in the (max, +) semiring, then the
-  back-pointer maps composed by :func:`gpnum.hmm._scan.associative_scan`.
+- Max-product (:func:`viterbi`): the same two-level scheme in the (max, +) semiring
+  (:func:`_max_plus_chain`), then the back-pointer maps composed by
+  :func:`gpnum.hmm._scan.associative_scan`.
 
 Numerics. The sum-product works in the log domain with the log-sum-exp shift applied per row:
 each vector or matrix row is stored normalised to sum 1 with its log scale kept separately, so
@@ -444,6 +445,77 @@ def _apply_max_plus(v, M):
     return (out,)
 
 
+def _max_plus_chain(xp, v0, log_M, rows, block=None):
+    """Prefixes ``p_0 = v0``, ``p_{k+1}(j) = max_i p_k(i) + rows_k(i) + log_M(i, j)``.
+
+    The Viterbi forward recursion, by the same two-level parallel prefix as
+    :func:`_chain_products` in the (max, +) semiring: blocks of ``C = ceil(log2(n + 1))``
+    steps; (1) every block's (max, +) transfer matrix in ``C`` steps run in parallel over the
+    blocks; (2) block entry scores by the odd/even scan over the blocks; (3) block interiors in
+    ``C`` parallel steps. Memory O(n K + n K^2 / C) instead of the O(n K^2) of scanning all the
+    step matrices.
+
+    Parameters
+    ----------
+    v0 : array (..., K)
+    log_M : array (K, K)
+    rows : array (..., n, K)
+
+    Returns
+    -------
+    array (..., n + 1, K)
+    """
+    n, K = rows.shape[-2], rows.shape[-1]
+    batch = rows.shape[:-2]
+    dev = device_of(rows)
+    if n == 0:
+        return v0[..., None, :]
+    C = max(1, math.ceil(math.log2(n + 1))) if block is None else block
+    num_blocks = -(-(n + 1) // C)
+    pad = num_blocks * C - n
+    if pad:  # padded steps only ever follow p_n; their outputs are sliced off
+        rows = xp.concat([rows, xp.zeros(batch + (pad, K), dtype=rows.dtype, device=dev)],
+                         axis=-2)
+    nd = len(batch)
+    lead = tuple(range(nd))
+    # step-major (C, blocks, K), as in _chain_products
+    R = xp.reshape(xp.permute_dims(xp.reshape(rows, batch + (num_blocks, C, K)),
+                                   lead + (nd + 1, nd, nd + 2)), batch + (C * num_blocks, K))
+    R = xp.reshape(R, batch + (C, num_blocks, K))
+
+    def step(scores, r):
+        """``max_i scores(..., i, .) + r(..., i) + log_M(i, .)`` over the state index i, where
+        ``scores`` is (..., K) (a vector) or (..., K_rows, K) (a matrix, r broadcast)."""
+        u = scores + r
+        out = u[..., 0:1] + log_M[0, :]
+        for i in range(1, K):
+            out = xp.maximum(out, u[..., i:i + 1] + log_M[i, :])
+        return out
+
+    if num_blocks > 1:
+        nb = num_blocks - 1
+        zero = xp.zeros((K, K), dtype=rows.dtype, device=dev)
+        eye = xp.eye(K, dtype=rows.dtype, device=dev)
+        identity = xp.where(eye > 0.0, zero, xp.full_like(zero, -float("inf")))
+        T_blk = xp.broadcast_to(identity, batch + (nb, K, K))
+        for j in range(C):
+            # matrix rows are the block's entry state: add r to the columns (the current state)
+            T_blk = step(T_blk, R[..., j, :nb, :][..., None, :])
+        offsets = xp.zeros(batch + (nb, K), dtype=rows.dtype, device=dev)
+        (V,) = vector_prefix_scan(xp, _apply_max_plus, _combine_max_plus, (v0[..., None, :],),
+                                  (T_blk, offsets), (-2,), (-3, -2))
+    else:
+        V = v0[..., None, :]
+    out = xp.empty(batch + (C, num_blocks, K), dtype=rows.dtype, device=dev)
+    out[..., 0, :, :] = V
+    for j in range(C - 1):
+        V = step(V, R[..., j, :, :])
+        out[..., j + 1, :, :] = V
+    out = xp.reshape(xp.permute_dims(out, lead + (nd + 1, nd, nd + 2)),
+                     batch + (num_blocks * C, K))
+    return _range_t(out, 0, n + 1)
+
+
 def _compose_maps(a, b):
     """Composition of state maps (..., m, K) -> (..., m, K): apply ``a`` first, then ``b``."""
     (f,), (g,) = a, b
@@ -501,10 +573,8 @@ def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
 
     # Best scores of paths into each state before its emission: pred_{t+1} = pred_t (x) G_t
     # with G_t(i, j) = log p(y_t | i) + log A(i, j), pred_0 = log pi.
-    first = (xp.broadcast_to(log_pi[..., None, :], batch + (1, K)),)
-    mats = (xp.broadcast_to(log_A, batch + (T - 1, K, K)), _range_t(log_lik, 0, T - 1))
-    (pred,) = vector_prefix_scan(xp, _apply_max_plus, _combine_max_plus, first, mats, (-2,),
-                                 (-3, -2))
+    pred = _max_plus_chain(xp, xp.broadcast_to(log_pi, batch + (K,)), log_A,
+                           _range_t(log_lik, 0, T - 1))
     delta = pred + log_lik  # (..., T, K): best score of a path ending in each state
     last = xp.argmax(delta[..., T - 1, :], axis=-1)  # (...)
     log_prob = xp.max(delta[..., T - 1, :], axis=-1)
