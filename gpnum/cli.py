@@ -347,6 +347,20 @@ def elbo_figure(hist, title):
         lo, hi = min(v), max(v)
         pad = 0.05 * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
         ax.set_ylim(lo - pad, hi + pad)
+        # A range within one decade gets at most one automatic tick: label five, evenly spaced
+        # on the axis, in plain numbers.
+        import numpy as np
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        if lo < 0 < hi or lo == hi:
+            ticks = np.linspace(lo, hi, 5)
+        else:
+            sign = -1.0 if hi < 0 else 1.0
+            ticks = sign * np.geomspace(abs(lo), abs(hi), 5)
+        ax.set_yticks([float(f"{t:.2g}") for t in ticks])
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if abs(x) >= 100
+                                                   else f"{x:.3g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("minibatch ELBO (whole-data scale)")
     ax.set_title("whole run (symmetric-log axis)", fontsize=9)
