@@ -84,7 +84,7 @@ def sqdist(A, B=None, *, exact=None):
     c = 4.0 * math.sqrt(d) * float(xp.finfo(A.dtype).eps)
     sa = (1.0 - c) * xp.sum(Ac * Ac, axis=1)
     sb = sa if same else (1.0 - c) * xp.sum(Bc * Bc, axis=1)
-    r2 = (-2.0 * Ac) @ Bc.T  # the factor -2 applied to the (n1, d) input, not the (n1, n2) result
+    r2 = matmul(-2.0 * Ac, Bc.T)  # the factor -2 applied to the (n1, d) input, not the (n1, n2) result
     if same:
         # sa_i + sa_j formed first, so that rounding keeps the result exactly symmetric
         r2 = (r2 + r2.T) * 0.5

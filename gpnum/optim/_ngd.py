@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import warnings
 
+from gpnum.backend import matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.variational._distributions import precision_to_q_sqrt, q_sqrt_to_precision
 
@@ -136,7 +137,7 @@ class NaturalGradient:
             # Positive definite by construction (module docstring): no check solve needed.
             certain = self.method == "krylov" and float(xp.max(g_var[:, l])) <= 0.0
             AG = A * g_var[:, l][None, :]
-            target_P = eye - 2.0 * (AG @ A.T)
+            target_P = eye - 2.0 * matmul(AG, A.T)
             target_t1 = A @ g_mu[:, l] - 2.0 * (AG @ (A.T @ q_mean[l, ...]))
             if self.method == "dense":
                 P_l = q_sqrt_to_precision(q_sqrt[l, ...])

@@ -15,7 +15,7 @@ Natural gradients reach them through the model's public methods (``q_cholesky``,
 
 from __future__ import annotations
 
-from gpnum.backend import device_of, get_namespace, lower_matmul, solve_triangular
+from gpnum.backend import device_of, get_namespace, lower_matmul, matmul, solve_triangular
 from gpnum.backend import cholesky, default_rng, triangular_matmul
 from gpnum.ciq import inv_sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
@@ -29,7 +29,7 @@ def q_sqrt_to_precision(R):
     """``S^{-1} = R^{-T} R^{-1}`` for a lower-triangular ``R`` (m, m) with ``S = R R^T``."""
     xp = get_namespace(R)
     Rinv = solve_triangular(R, xp.eye(R.shape[0], dtype=R.dtype, device=device_of(R)), lower=True)
-    return Rinv.T @ Rinv
+    return matmul(Rinv.T, Rinv)
 
 
 def precision_to_q_sqrt(P, *, max_tries=0):
