@@ -146,6 +146,11 @@ def save(model, path) -> None:
                 **state.ngd.state_dict()},
         }
         arrays.update({f"adam/{k}": v for k, v in adam.items() if isinstance(v, np.ndarray)})
+        cache = None if state.ngd is None else state.ngd.natural_cache(model)
+        if cache is not None:
+            # The natural parameters the next step starts from: recomputing them from q_sqrt
+            # would round differently, and a resumed run must equal an uninterrupted one.
+            arrays["ngd/theta1"], arrays["ngd/P"] = B.to_numpy(cache[0]), B.to_numpy(cache[1])
     path = os.fspath(path)
     tmp = path + ".tmp.npz"
     np.savez(tmp, config=np.array(json.dumps(config)), **arrays)
@@ -245,6 +250,10 @@ def load(path, *, xp=None, device=None):
                                       max_rejections=g["max_rejections"], rtol=g["rtol"],
                                       clip_curvature=g.get("clip_curvature", False))
                 ngd.load_state_dict(g)
+                if "ngd/theta1" in files and "ngd/P" in files:
+                    ngd.set_natural_cache(
+                        model, B.asarray(files["ngd/theta1"], dtype=dtype, xp=xp, device=device),
+                        B.asarray(files["ngd/P"], dtype=dtype, xp=xp, device=device))
             model.training_state = TrainingState(
                 epoch=training["epoch"], step=training["step"], rng_state=training["rng_state"],
                 adam=adam, ngd=ngd, seed=training["seed"], fixed=tuple(training["fixed"]))

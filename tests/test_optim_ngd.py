@@ -222,3 +222,26 @@ def test_natural_form_elbo_searches_each_preconditioner_once(monkeypatch):
     np.testing.assert_allclose(float(value), float(ref_value), rtol=1e-6)
     for k in ref_grads:
         np.testing.assert_allclose(grads[k], ref_grads[k], rtol=1e-6, atol=1e-9, err_msg=k)
+
+
+def test_dense_steps_from_kept_natural_parameters_equal_fresh_ones():
+    """The dense method keeps (theta1, P) of the q it set: a second step from them equals one
+    from R^-T R^-1 recomputed, and a q set from outside is never paired with stale ones."""
+    X, y, Z = data(seed=3, n=40, m=8)
+    kept = model_for(Z, 40, Gaussian(variance=0.1), "cholesky")
+    fresh = model_for(Z, 40, Gaussian(variance=0.1), "cholesky")
+    random_q(kept, 1)
+    random_q(fresh, 1)
+    ngd_kept, ngd_fresh = NaturalGradient(0.3), NaturalGradient(0.3)
+    for step in range(3):
+        Xb, yb = X[10 * step:10 * step + 20], y[10 * step:10 * step + 20]
+        ngd_kept.step(kept, Xb, yb)
+        ngd_fresh._natural = None  # forget: recompute from q_sqrt every step
+        ngd_fresh.step(fresh, Xb, yb)
+        assert ngd_kept.natural_cache(kept) is not None
+    for k in ("q_mu", "q_sqrt"):
+        np.testing.assert_allclose(B.to_numpy(kept.parameters()[k]),
+                                   B.to_numpy(fresh.parameters()[k]), rtol=1e-10, atol=1e-12)
+    # An outside assignment to q invalidates what the optimiser kept.
+    kept.q_mu = np.zeros(8)
+    assert ngd_kept.natural_cache(kept) is None

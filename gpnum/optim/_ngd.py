@@ -86,6 +86,28 @@ class NaturalGradient:
         self.clip_curvature = bool(clip_curvature)
         self.num_steps = 0
         self.num_rejected = 0
+        # Dense method: the natural parameters (theta1 (L, m), P (L, m, m)) of the q this
+        # optimiser last set, with the q_mu and q_sqrt arrays it set them as. While the model
+        # still holds those very arrays, the next step starts from them instead of forming
+        # R^-T R^-1 again (an O(m^3) triangular inverse and product per step). Saved in
+        # checkpoints (natural_cache / set_natural_cache), so that a resumed run is identical.
+        self._natural = None
+
+    def natural_cache(self, model):
+        """``(theta1 (L, m), P (L, m, m))`` kept for ``model``'s current q, or None."""
+        c = self._natural
+        if c is None or self.method != "dense":
+            return None
+        params = model.parameters()
+        if params.get("q_mu") is not c[0] or params.get("q_sqrt") is not c[1]:
+            return None
+        return c[2], c[3]
+
+    def set_natural_cache(self, model, theta1, P):
+        """Declare ``(theta1, P)`` the natural parameters of ``model``'s current q (a loaded
+        checkpoint's)."""
+        params = model.parameters()
+        self._natural = (params["q_mu"], params["q_sqrt"], theta1, P)
 
     def current_gamma(self) -> float:
         g = float(self.gamma(self.num_steps)) if callable(self.gamma) else float(self.gamma)
@@ -128,8 +150,14 @@ class NaturalGradient:
         m = A.shape[0]
         eye = xp.eye(m, dtype=A.dtype, device=model.device)
         new_t1, new_P = [], []
+        acc_t1, acc_P = [], []
         if self.method == "dense":
-            q_mu, q_sqrt = model.q_cholesky()
+            cached = self.natural_cache(model)
+            if cached is None:
+                q_mu, q_sqrt = model.q_cholesky()
+                th = P = None
+            else:
+                th, P = cached
         else:
             th, P = model.q_natural()
         used = gamma
@@ -139,7 +167,7 @@ class NaturalGradient:
             AG = A * g_var[:, l][None, :]
             target_P = eye - 2.0 * matmul(AG, A.T)
             target_t1 = A @ g_mu[:, l] - 2.0 * (AG @ (A.T @ q_mean[l, ...]))
-            if self.method == "dense":
+            if P is None:
                 P_l = q_sqrt_to_precision(q_sqrt[l, ...])
                 t1_l = P_l @ q_mu[l, ...]
             else:
@@ -164,10 +192,13 @@ class NaturalGradient:
             used = min(used, g)
             new_t1.append(out[0])
             new_P.append(out[1])
+            acc_t1.append(cand_t1)
+            acc_P.append(cand_P)
         one = model.num_latent == 1
         if self.method == "dense":
             mus, Rs = xp.stack(new_t1), xp.stack(new_P)
             model.set_parameters({"q_mu": mus[0, ...] if one else mus, "q_sqrt": Rs[0, ...] if one else Rs})
+            self.set_natural_cache(model, xp.stack(acc_t1), xp.stack(acc_P))
         else:
             th, P = xp.stack(new_t1), xp.stack(new_P)
             model.set_parameters({"q_theta1": th[0, ...] if one else th,
