@@ -436,3 +436,27 @@ def test_cholesky_shift_against_shifted_matrix(to_xp, tol):
         B.cholesky(to_xp(A), shift=1e-6, jitter=1e-6, max_tries=2)
     with pytest.raises(ValueError, match="shift"):
         B.cholesky(to_xp(A), shift=-1.0)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_triangular_inverse_against_numpy(xp, device, dtype, lower, order):
+    """L^{-1} of a triangular L (the other triangle holding garbage, never read) against
+    np.linalg.inv of the clean triangle; the result's other triangle is zero."""
+    rng = np.random.default_rng(4)
+    n = 9
+    T = rng.standard_normal((n, n)) + 5.0 * np.eye(n)
+    clean = np.tril(T) if lower else np.triu(T)
+    L = B.asarray(np.asarray(T, order=order), dtype=dtype, xp=xp, device=device)
+    got = B.to_numpy(B.triangular_inverse(L, lower=lower))
+    tol = 1e-5 if dtype == xp.float32 else 1e-13
+    np.testing.assert_allclose(got, np.linalg.inv(clean), rtol=tol, atol=tol)
+    other = np.triu(got, 1) if lower else np.tril(got, -1)
+    assert not other.any()
+
+
+def test_triangular_inverse_of_a_singular_matrix():
+    L = np.tril(np.ones((4, 4)))
+    L[2, 2] = 0.0
+    with pytest.raises(gpnum.NotPSDError, match="diagonal entry 2 is zero"):
+        B.triangular_inverse(L)

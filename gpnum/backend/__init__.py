@@ -16,6 +16,7 @@ from gpnum.backend._linalg import (
     lower_matmul,
     matmul,
     solve_triangular,
+    triangular_inverse,
     triangular_matmul,
 )
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
@@ -43,5 +44,6 @@ __all__ = [
     "namespace_by_name",
     "solve_triangular",
     "to_numpy",
+    "triangular_inverse",
     "triangular_matmul",
 ]

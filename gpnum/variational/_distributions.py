@@ -15,7 +15,8 @@ Natural gradients reach them through the model's public methods (``q_cholesky``,
 
 from __future__ import annotations
 
-from gpnum.backend import device_of, get_namespace, lower_matmul, matmul, solve_triangular
+from gpnum.backend import (device_of, get_namespace, lower_matmul, matmul,
+                           triangular_inverse)
 from gpnum.backend import cholesky, default_rng, triangular_matmul
 from gpnum.ciq import inv_sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
@@ -27,8 +28,7 @@ __all__ = ["CholeskyForm", "NaturalForm", "precision_to_q_sqrt", "q_sqrt_to_prec
 
 def q_sqrt_to_precision(R):
     """``S^{-1} = R^{-T} R^{-1}`` for a lower-triangular ``R`` (m, m) with ``S = R R^T``."""
-    xp = get_namespace(R)
-    Rinv = solve_triangular(R, xp.eye(R.shape[0], dtype=R.dtype, device=device_of(R)), lower=True)
+    Rinv = triangular_inverse(R, lower=True)
     return matmul(Rinv.T, Rinv)
 
 
@@ -44,11 +44,9 @@ def precision_to_q_sqrt(P, *, max_tries=0):
         If ``P`` is not positive definite (no jitter is added unless ``max_tries > 0``).
     """
     xp = get_namespace(P)
-    m = P.shape[0]
     L = cholesky(xp.flip(P, axis=(0, 1)), max_tries=max_tries)
-    Linv_T = solve_triangular(L, xp.eye(m, dtype=P.dtype, device=device_of(P)), lower=True,
-                              trans=True)
-    return xp.tril(xp.flip(Linv_T, axis=(0, 1)))
+    # L^{-T} is upper triangular; reversing rows and columns makes it lower triangular.
+    return xp.flip(triangular_inverse(L, lower=True).T, axis=(0, 1))
 
 
 class CholeskyForm:
