@@ -91,3 +91,49 @@ class TrainingStep:
         u = model.unconstrained()
         model.set_unconstrained(self.adam.step({k: u[k] for k in g_u}, g_u, maximize=True))
         sync(model.inducing_points)
+
+
+class FitStep:
+    """The whole gpnum.fit step (issue 18): one epoch of 8 minibatches of 256 per call, natural
+    gradients (dense) for q alternating with Adam, d = 9, float64; per-step time is the call's
+    time / 8. Tracked against one GEMM of the step's largest product (m x 256 by 256 x m)."""
+
+    params = (available_backends(), [500, 1000, 2000], ["cholesky", "ciq"])
+    param_names = ["backend", "m", "whitening"]
+    timeout = 1200
+
+    def setup(self, backend, m, whitening):
+        from gpnum.optim import fit
+
+        self.fit = fit
+        self.xp = B.namespace_by_name(backend)
+        rng = np.random.default_rng(0)
+        n, d = 8 * 256, 9
+        X = rng.uniform(-1, 1, (n, d))
+        y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+        dt = self.xp.float64
+        self.X = B.asarray(X, dtype=dt, xp=self.xp)
+        self.y = B.asarray(y, dtype=dt, xp=self.xp)
+        Z = B.asarray(X[:m] if m <= n else rng.uniform(-1, 1, (m, d)), dtype=dt, xp=self.xp)
+        self.model = SVGP(Matern52(lengthscale=np.ones(d), xp=self.xp, dtype=dt),
+                          Gaussian(variance=0.1, xp=self.xp, dtype=dt), Z, num_data=n,
+                          whitening=whitening, jitter=1e-4,
+                          ciq_options={"rtol": 1e-3, "maxiter": 200})
+        fit(self.model, self.X, self.y, epochs=1, batch_size=256, progress=False)
+
+    def time_fit_epoch_of_8_steps(self, backend, m, whitening):
+        self.fit(self.model, self.X, self.y, epochs=1, batch_size=256, progress=False)
+        sync(self.model.q_mu if self.model.variational_form == "cholesky"
+             else self.model.q_theta1)
+
+    def track_step_over_gemm(self, backend, m, whitening):
+        """Time per step divided by one (m, 256) x (256, m) GEMM, measured in the same run."""
+        t0 = time.perf_counter()
+        self.fit(self.model, self.X, self.y, epochs=1, batch_size=256, progress=False)
+        t_step = (time.perf_counter() - t0) / 8
+        a = self.xp.ones((m, 256), dtype=self.xp.float64)
+        t0 = time.perf_counter()
+        sync(B.matmul(a, a.T))
+        return t_step / (time.perf_counter() - t0)
+
+    track_step_over_gemm.unit = "ratio"
