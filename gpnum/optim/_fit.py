@@ -363,7 +363,7 @@ def _stop(model, state, xp, *, value=None, grads=None, hyper_u=None, params=None
         state.last_error = f"non-finite gradient of {_first_nonfinite(xp, hyper_u)}"
 
 
-def _flat(xp, arrays, names):
+def _flat(arrays, names):
     import numpy as np
 
     return np.concatenate([np.ravel(B.to_numpy(arrays[k])).astype(np.float64) for k in names])
@@ -375,8 +375,9 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
     from scipy.optimize import minimize
 
     xp = model.xp
-    names = [k for k in model.unconstrained() if k not in set(fixed)]
-    shapes = {k: tuple(v.shape) for k, v in model.unconstrained().items()}
+    start = model.unconstrained()
+    names = [k for k in start if k not in set(fixed)]
+    shapes = {k: tuple(v.shape) for k, v in start.items()}
     sizes = [int(np.prod(shapes[k])) if shapes[k] else 1 for k in names]
     history = History()
     t_start = time.perf_counter()
@@ -400,7 +401,7 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
             return np.inf, np.zeros_like(x)
         g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
         v = float(value)
-        g = _flat(xp, g_u, names)
+        g = _flat(g_u, names)
         if not (math.isfinite(v) and np.all(np.isfinite(g))):
             return np.inf, np.zeros_like(x)  # L-BFGS-B's line search backs off
         last["value"] = v
@@ -410,7 +411,7 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
         history.step_elbo.append(last.get("value", float("nan")))
         history.step_time.append(time.perf_counter() - t_start)
 
-    x0 = _flat(xp, model.unconstrained(), names)
+    x0 = _flat(start, names)
     res = minimize(objective, x0, jac=True, method="L-BFGS-B", callback=record,
                    options={"maxiter": maxiter})
     model.set_unconstrained(unflatten(res.x))

@@ -23,7 +23,15 @@ from gpnum.linalg import AddedDiag, Dense, Diagonal, KernelMatrix, Workspace
 
 __all__ = ["CholeskyWhitening", "CIQWhitening", "make_whitening"]
 
-_CIQ_KEYS = {"num_quad", "rtol", "maxiter", "eigen_bounds", "num_lanczos", "deflate"}
+_CIQ_KEYS = ("num_quad", "rtol", "maxiter", "eigen_bounds", "num_lanczos", "deflate")
+
+
+def check_ciq_options(options):
+    """Raise ``ValueError`` naming any key of ``options`` that CIQ does not take."""
+    unknown = set(options) - set(_CIQ_KEYS)
+    if unknown:
+        raise ValueError(f"ciq_options: unknown key(s) {sorted(unknown)}; expected "
+                         f"{', '.join(_CIQ_KEYS)}")
 
 
 class CholeskyWhitening:
@@ -118,10 +126,7 @@ class CIQWhitening:
     def __init__(self, options=None):
         # The caller's dict itself (SVGP.ciq_options): later changes to it take effect.
         self.options = {} if options is None else options
-        unknown = set(self.options) - _CIQ_KEYS
-        if unknown:
-            raise ValueError(f"ciq_options: unknown key(s) {sorted(unknown)}; expected "
-                             f"{', '.join(sorted(_CIQ_KEYS))}")
+        check_ciq_options(self.options)
         # Krylov-basis memory reused by every solve of this strategy (not a cache of results:
         # first touches of fresh memory cost more than the products on virtual machines).
         self.workspace = Workspace()
@@ -174,8 +179,10 @@ class CIQWhitening:
 
 
 def make_whitening(name, ciq_options=None):
-    """The strategy named ``"cholesky"`` or ``"ciq"``."""
+    """The strategy named ``"cholesky"`` or ``"ciq"``; ``ciq_options`` are checked for either
+    (a model may switch whitening later and keep its options)."""
     if name == "cholesky":
+        check_ciq_options(ciq_options or {})
         return CholeskyWhitening()
     if name == "ciq":
         return CIQWhitening(ciq_options)
