@@ -214,6 +214,10 @@ class _Complement(LinearOperator):
 
 # Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
 _DEFLATE_POWER_ITERS = 3
+# The adaptive search: at most this many rounds, none with a block under _MIN_ROUND_BLOCK
+# (measured: a fourth round never paid for itself on Matern-5/2 matrices at m = 1000-2000).
+_MAX_ROUNDS = 3
+_MIN_ROUND_BLOCK = 32
 
 
 def _deflation_block(deflate, m, k):
@@ -225,8 +229,17 @@ def _deflation_block(deflate, m, k):
     return ell
 
 
-def _find_deflation(A, m, k, deflate, rtol, dtype_eps):
-    """(theta, W) of the accepted Ritz pairs and the number of product columns spent."""
+def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
+    """(theta, W) of the accepted Ritz pairs and the number of product columns spent.
+
+    An explicit block size searches once. The automatic search (``deflate=None``) adapts to the
+    spectrum: after each round it predicts the msMINRES iterations left,
+    ``J = sqrt(theta_r / lmin) log(2 / rtol) / 2`` (the Chebyshev bound on the complement, whose
+    condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
+    so far with another block only while ``J`` exceeds three times that block's products (a
+    round removes at most about half of ``J`` on slowly decaying spectra, so anything less does
+    not pay). Each further block is at most half of the complement left.
+    """
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
         if W.ndim != 2 or W.shape[0] != m or theta.shape != (W.shape[1],):
@@ -234,18 +247,41 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps):
                              f"CIQResult.deflation, got shapes {describe_shape(theta.shape)} "
                              f"and {describe_shape(W.shape)}")
         return deflate, 0
+    adaptive = deflate is None
     ell = _deflation_block(deflate, m, k)
     if ell == 0:
         return None, 0
-    theta, W, resid = top_eigenpairs(A, ell, power_iters=_DEFLATE_POWER_ITERS)
+    xp = A.xp
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
-    # One host synchronisation: keep the leading run of pairs accurate to eta (relative).
-    ok = np.asarray(to_numpy((resid <= eta * theta) & (theta > 0.0)))
-    r = int(np.argmin(ok)) if not ok.all() else ok.shape[0]
-    spent = (_DEFLATE_POWER_ITERS + 2) * ell
-    if r == 0:
+    thetas, Ws, spent, found, block = [], [], 0, 0, ell
+    while True:
+        op = A if not Ws else _Complement(A, xp.concat(Ws, axis=1))
+        theta, W, resid = top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
+                                         seed=len(Ws))
+        spent += (_DEFLATE_POWER_ITERS + 2) * block
+        # One host synchronisation: keep the leading run of pairs accurate to eta (relative).
+        ok = np.asarray(to_numpy((resid <= eta * theta) & (theta > 0.0)))
+        r = int(np.argmin(ok)) if not ok.all() else ok.shape[0]
+        if r == 0:
+            break
+        thetas.append(theta[:r])
+        Ws.append(W[:, :r])
+        found += r
+        # The complement shrinks: later blocks take at most half of what is left of it. A
+        # round that kept under a quarter of its block has reached the flat part of the
+        # spectrum, where subspace iteration converges slowly: stop there too.
+        block = min(ell, (m - found) // 2)
+        if (not adaptive or len(Ws) == _MAX_ROUNDS or block < _MIN_ROUND_BLOCK
+                or 4 * r < theta.shape[0]):
+            break
+        left = 0.5 * math.sqrt(max(float(theta[r - 1]), lmin) / lmin) * math.log(2.0 / rtol)
+        if left <= 3.0 * (_DEFLATE_POWER_ITERS + 2) * block / k:
+            break
+    if not Ws:
         return None, spent
-    return (theta[:r], W[:, :r]), spent
+    if len(Ws) == 1:
+        return (thetas[0], Ws[0]), spent
+    return (xp.concat(thetas), xp.concat(Ws, axis=1)), spent
 
 
 def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
@@ -291,9 +327,12 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
     deflate : int, tuple or None
         Block size of the eigenpair search that deflates the solves (module notes); 0 turns
-        deflation off. Default None: ``min(384, m // 2)`` when ``m >= 128`` and ``k >= 16``
-        (where the search costs a few msMINRES iterations' worth of products), else off. At
-        most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
+        deflation off (an integer searches once with that block). Default None: a block of
+        ``min(384, m // 2)`` when ``m >= 128`` and ``k >= 16`` (where the search costs a few
+        msMINRES iterations' worth of products), else off, followed by up to two further
+        rounds on the complement of the pairs found while the predicted msMINRES iterations
+        exceed three times a round's products (slowly decaying spectra: short lengthscales).
+        At most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
         reuse its pairs (for example over the chunks of a prediction; pass its
         ``eigen_bounds`` too).
 
@@ -325,7 +364,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)
     weights = asarray(weights_h, dtype=B.dtype, like=B2)
     deflation, spent = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
-                                       float(xp.finfo(B.dtype).eps))
+                                       float(xp.finfo(B.dtype).eps), lo)
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -11,7 +11,7 @@ from gpnum.ciq import (ciq_quadrature, inv_sqrt_matmul, inv_sqrt_matmul_vjp, sam
                        sqrt_matmul, sqrt_matmul_vjp)
 from gpnum.errors import ConvergenceWarning, NotPSDError, ShapeError
 from gpnum.kernels import RBF, Matern52
-from gpnum.linalg import AddedDiag, Dense, KernelMatrix
+from gpnum.linalg import AddedDiag, Dense, Diagonal, KernelMatrix
 from gradcheck import check_grad
 
 
@@ -202,6 +202,42 @@ def test_deflated_inv_sqrt_matches_eigh(to_xp, xp, dtype, cond):
     assert err < 20 * rtol, err
     plain = inv_sqrt_matmul(to_xp(K), to_xp(Bm), rtol=rtol, maxiter=400, deflate=0)
     assert plain.num_deflated == 0 and res.num_iter < plain.num_iter
+
+
+def _matern52_points(m, lengthscale, jitter, seed):
+    x = np.random.default_rng(seed).uniform(size=(m, 2))
+    r = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1)) / lengthscale
+    K = (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+    # As an AddedDiag, whose diagonal gives Lanczos its spectrum floor.
+    return K + jitter * np.eye(m), AddedDiag(Dense(K, symmetric=True), Diagonal(np.asarray(jitter), m))
+
+
+def test_adaptive_deflation_searches_again_on_a_slow_spectrum():
+    # Matern-5/2 with a short lengthscale: the spectrum decays slowly over the first block, so
+    # its last pair still leaves a condition number of about 1e3 and the automatic search takes
+    # further rounds, which cut the iterations below a single round's at the same accuracy.
+    m, k = 800, 64
+    K, op = _matern52_points(m, 0.1, 1e-4, seed=12)
+    Bm = np.random.default_rng(13).standard_normal((m, k))
+    ref = eig_power(K, Bm, -0.5)
+    auto = inv_sqrt_matmul(op, Bm, rtol=1e-3, maxiter=400)
+    once = inv_sqrt_matmul(op, Bm, rtol=1e-3, maxiter=400, deflate=384)
+    assert once.deflation_products == 5 * 384 and 0 < once.num_deflated <= 384
+    assert auto.deflation_products > once.deflation_products
+    assert auto.num_deflated > once.num_deflated
+    assert auto.num_iter < 0.7 * once.num_iter, (auto.num_iter, once.num_iter)
+    W = auto.deflation[1]
+    assert np.abs(W.T @ W - np.eye(W.shape[1])).max() < 1e-8  # the rounds' pairs are orthogonal
+    for res in (auto, once):
+        assert res.info == 0
+        assert np.linalg.norm(res.x - ref) / np.linalg.norm(ref) < 3e-3
+
+
+def test_adaptive_deflation_stops_after_one_round_on_a_fast_spectrum():
+    m, k = 400, 64  # long lengthscale: the first block holds every pair above the jitter
+    _, op = _matern52_points(m, 0.5, 1e-4, seed=14)
+    res = inv_sqrt_matmul(op, np.random.default_rng(15).standard_normal((m, k)), rtol=1e-3)
+    assert res.num_deflated > 0 and res.deflation_products == 5 * 200
 
 
 def test_deflated_vjp_finite_differences():
