@@ -259,13 +259,22 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         theta, W, resid = top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
                                          seed=len(Ws))
         spent += (_DEFLATE_POWER_ITERS + 2) * block
-        # One host synchronisation: keep the leading run of pairs accurate to eta (relative).
-        ok = np.asarray(to_numpy((resid <= eta * theta) & (theta > 0.0)))
-        r = int(np.argmin(ok)) if not ok.all() else ok.shape[0]
+        # One host synchronisation: keep the pairs accurate to eta (relative). Any accurate
+        # pairs will do, not only a leading run: the split is exact for each of them, and an
+        # inaccurate pair left in the complement only costs iterations.
+        theta_h = np.asarray(to_numpy(theta))
+        ok = np.asarray(to_numpy(resid)) <= eta * theta_h
+        ok &= theta_h > 0.0
+        r = int(ok.sum())
         if r == 0:
             break
-        thetas.append(theta[:r])
-        Ws.append(W[:, :r])
+        if r == ok.shape[0]:
+            thetas.append(theta)
+            Ws.append(W)
+        else:
+            keep = asarray(np.nonzero(ok)[0], dtype=xp.int64, like=W)
+            thetas.append(xp.take(theta, keep))
+            Ws.append(xp.take(W, keep, axis=1))
         found += r
         # The complement shrinks: later blocks take at most half of what is left of it. A
         # round that kept under a quarter of its block has reached the flat part of the
@@ -274,7 +283,9 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         if (not adaptive or len(Ws) == _MAX_ROUNDS or block < _MIN_ROUND_BLOCK
                 or 4 * r < theta.shape[0]):
             break
-        left = 0.5 * math.sqrt(max(float(theta[r - 1]), lmin) / lmin) * math.log(2.0 / rtol)
+        # The complement's largest eigenvalue: the largest pair left behind, or below the block.
+        top_left = float(theta_h[~ok].max()) if r < ok.shape[0] else float(theta_h[-1])
+        left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
         if left <= 3.0 * (_DEFLATE_POWER_ITERS + 2) * block / k:
             break
     if not Ws:
