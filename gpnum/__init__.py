@@ -7,10 +7,11 @@ from gpnum.variational import GPR, SGPR, SVGP  # noqa: E402
 from gpnum import hmm, inducing, optim  # noqa: E402
 from gpnum.optim import fit  # noqa: E402
 from gpnum.checkpoint import load, save  # noqa: E402
+from gpnum import distributed  # noqa: E402  (Dask itself is imported on first use)
 
 __version__ = "0.1.0"
 
 __all__ = ["BackendError", "ConvergenceWarning", "GPR", "NotPSDError", "SGPR", "SVGP", "ShapeError",
            "backend",
-           "ciq", "datasets", "divergences", "fit", "hmm", "inducing", "kernels", "likelihoods", "linalg",
+           "ciq", "datasets", "distributed", "divergences", "fit", "hmm", "inducing", "kernels", "likelihoods", "linalg",
            "load", "optim", "save", "__version__"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from gpnum import backend as B
 
-__all__ = ["save", "load", "FORMAT_VERSION"]
+__all__ = ["save", "load", "model_state", "model_from_state", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 2
 _SKIP_INIT = {"xp", "dtype", "device", "self"}
@@ -106,21 +106,21 @@ def _build(spec, params, xp, dtype, device):
     return obj
 
 
-def save(model, path) -> None:
-    """Write ``model`` (and ``model.training_state`` if present) to ``path`` (``.npz``).
+def model_state(model, *, caller="model_state"):
+    """A model as JSON-able settings and host arrays (what :func:`save` writes, without the
+    training state): the form in which :mod:`gpnum.distributed` sends a model to workers.
 
-    Parameters
-    ----------
-    model : a model of the model protocol (gpnum.SVGP, gpnum.GPR, gpnum.SGPR, ...)
-    path : str or path-like
-
-    Reload with :func:`load`. The file is written to a temporary name first and renamed, so an
-    interrupted save never leaves a half-written checkpoint behind.
+    Returns
+    -------
+    config : dict
+        Class name, dtype, ``model.config()``, kernel and likelihood descriptions.
+    arrays : dict of numpy arrays
+        ``param/<name>`` for every parameter and ``data/<name>`` for ``model.data()``.
     """
     xp = model.xp
     cls = type(model)
     if _allowed_models().get(cls.__name__) is not cls:
-        raise TypeError(f"save: {cls.__module__}.{cls.__name__} is not one of gpnum's models "
+        raise TypeError(f"{caller}: {cls.__module__}.{cls.__name__} is not one of gpnum's models "
                         "(checkpoints rebuild only those)")
     config = {
         "format_version": FORMAT_VERSION,
@@ -132,6 +132,49 @@ def save(model, path) -> None:
     }
     arrays = {f"param/{k}": B.to_numpy(v) for k, v in model.parameters().items()}
     arrays.update({f"data/{k}": B.to_numpy(v) for k, v in model.data().items()})
+    return config, arrays
+
+
+def model_from_state(config, arrays, *, xp=None, device=None, where="model state"):
+    """Rebuild a model from :func:`model_state`'s output (only gpnum's own classes)."""
+    xp = B.namespace() if xp is None else xp
+    dtype = getattr(xp, config["dtype"])
+    params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
+    data = {k[5:]: B.asarray(v, dtype=dtype if v.dtype.kind == "f" else None, xp=xp,
+                             device=device)
+            for k, v in arrays.items() if k.startswith("data/")}
+    cls = _allowed_models().get(config["model"])
+    if cls is None:
+        raise ValueError(f"{where} names the model {config['model']!r}, which is "
+                         f"not one of gpnum's ({', '.join(sorted(_allowed_models()))}); "
+                         "refusing to build it")
+    kern_p = {k[7:]: v for k, v in params.items() if k.startswith("kernel.")}
+    lik_p = {k[11:]: v for k, v in params.items() if k.startswith("likelihood.")}
+    kernel = _build(config["kernel"], kern_p, xp, dtype, device)
+    likelihood = _build(config["likelihood"], lik_p, xp, dtype, device)
+    own = {k: B.asarray(v, dtype=dtype, xp=xp, device=device)
+           for k, v in params.items() if "." not in k}
+    model = cls.from_config(kernel, likelihood, own, config["settings"], data)
+    expected = {k for k in model.parameters() if "." not in k}
+    if set(own) != expected:
+        raise ValueError(f"parameters {sorted(own)} do not match the model's "
+                         f"{sorted(expected)}")
+    model.set_parameters(own)
+    return model
+
+
+def save(model, path) -> None:
+    """Write ``model`` (and ``model.training_state`` if present) to ``path`` (``.npz``).
+
+    Parameters
+    ----------
+    model : a model of the model protocol (gpnum.SVGP, gpnum.GPR, gpnum.SGPR, ...)
+    path : str or path-like
+
+    Reload with :func:`load`. The file is written to a temporary name first and renamed, so an
+    interrupted save never leaves a half-written checkpoint behind.
+    """
+    config, arrays = model_state(model, caller="save")
     state = getattr(model, "training_state", None)
     if state is not None:
         adam = state.adam.state_dict()
@@ -215,28 +258,9 @@ def load(path, *, xp=None, device=None):
                          f"(this gpnum reads version {FORMAT_VERSION})")
     xp = B.namespace() if xp is None else xp
     dtype = getattr(xp, config["dtype"])
-    params = {k[6:]: v for k, v in files.items() if k.startswith("param/")}
-    data = {k[5:]: B.asarray(v, dtype=dtype if v.dtype.kind == "f" else None, xp=xp,
-                             device=device)
-            for k, v in files.items() if k.startswith("data/")}
     try:
-        cls = _allowed_models().get(config["model"])
-        if cls is None:
-            raise ValueError(f"{path}: checkpoint names the model {config['model']!r}, which is "
-                             f"not one of gpnum's ({', '.join(sorted(_allowed_models()))}); "
-                             "refusing to build it")
-        kern_p = {k[7:]: v for k, v in params.items() if k.startswith("kernel.")}
-        lik_p = {k[11:]: v for k, v in params.items() if k.startswith("likelihood.")}
-        kernel = _build(config["kernel"], kern_p, xp, dtype, device)
-        likelihood = _build(config["likelihood"], lik_p, xp, dtype, device)
-        own = {k: B.asarray(v, dtype=dtype, xp=xp, device=device)
-               for k, v in params.items() if "." not in k}
-        model = cls.from_config(kernel, likelihood, own, config["settings"], data)
-        expected = {k for k in model.parameters() if "." not in k}
-        if set(own) != expected:
-            raise ValueError(f"parameters {sorted(own)} do not match the model's "
-                             f"{sorted(expected)}")
-        model.set_parameters(own)
+        model = model_from_state(config, files, xp=xp, device=device,
+                                 where=f"{path}: checkpoint")
         training = config.get("training")
         if training is not None:
             adam_state = dict(training["adam"])

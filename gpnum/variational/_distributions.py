@@ -80,6 +80,18 @@ class CholeskyForm:
             total = total + kl_whitened(q_mu[l, ...], q_sqrt[l, ...])
         return total
 
+    def kl_and_q_grad(self, q):
+        """The exact KL and its gradients w.r.t. ``q_mu`` (L, m) and ``q_sqrt`` (L, m, m)."""
+        xp = get_namespace(q[0])
+        q_mu, q_sqrt = q
+        total, gm, gL = None, [], []
+        for l in range(q_mu.shape[0]):
+            v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
+            total = v if total is None else total + v
+            gm.append(gk["m"])
+            gL.append(gk["L"])
+        return total, {"q_mu": xp.stack(gm), "q_sqrt": xp.stack(gL)}
+
     def kl_and_grad(self, q, A, g_mu, g_var, cache):
         """The KL, the ELBO's gradients w.r.t. ``q_mu`` (L, m) and ``q_sqrt`` (L, m, m), and
         ``S' A`` (L, m, b) for the cotangent of ``A``.
@@ -223,6 +235,10 @@ class NaturalForm:
                                      num_iter=opts["num_lanczos"], seed=opts["seed"] + l)
             total = total + 0.5 * (xp.sum(mean * mean) + trace + logdet_prec - m)
         return total
+
+    def kl_and_q_grad(self, q):
+        """The KL estimate and no gradients (natural gradients update q)."""
+        return self.kl(q), {}
 
     def kl_and_grad(self, q, A, g_mu, g_var, cache):
         """The KL estimate, no gradients (natural gradients update q, and the KL does not

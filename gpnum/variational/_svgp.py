@@ -221,9 +221,31 @@ class SVGP(ComposedParameters):
                              f"{X.shape[0]}")
         return X, y
 
-    def objective_and_grad(self, X, y, *, validate=True, return_data=False):
+    def objective_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """The objective to maximise (the ELBO) and its gradients: :meth:`elbo_and_grad`."""
-        return self.elbo_and_grad(X, y, validate=validate, return_data=return_data)
+        return self.elbo_and_grad(X, y, validate=validate, return_data=return_data, scale=scale)
+
+    def prior_term_and_grad(self):
+        """The part of the objective that sees no data, ``-KL(q(u') || N(0, I))``, and its
+        gradients.
+
+        ``objective_and_grad(X, y, scale=s)`` is ``s * sum_i E_q[log p(y_i | f_i)]`` (a sum over
+        the rows of ``X``) plus this term, which is how :mod:`gpnum.distributed` splits the
+        objective over workers: each evaluates its rows, the driver adds this term once. The
+        whitened KL depends on q alone, so the gradients have entries only for ``q_mu`` and
+        ``q_sqrt`` (lower triangle), and none in the natural form, where the KL is a stochastic
+        estimate for monitoring (natural gradients update q).
+
+        Returns
+        -------
+        value : 0-d array
+        grads : dict
+            A subset of :meth:`parameters`' keys; the other parameters' gradients are zero.
+        """
+        value, q_grads = self.variational.kl_and_q_grad(self._q_pair())
+        grads = {name: -(g[0, ...] if self.num_latent == 1 else g)
+                 for name, g in q_grads.items()}
+        return -value, grads
 
     # ------------------------------------------------------------------ input checks
     def _check_X(self, X, name="X"):
@@ -423,11 +445,11 @@ class SVGP(ComposedParameters):
             raise ValueError(f"num_data: expected at least the batch size {b}, got "
                              f"{self.num_data}")
 
-    def data_term_and_grad(self, X, y, *, validate=True):
+    def data_term_and_grad(self, X, y, *, validate=True, scale=None):
         """Data term of the ELBO and its gradients w.r.t. the marginals and ``A``.
 
         Used by the natural-gradient optimisers. Returns a dict with ``value`` (0-d, scaled by
-        ``num_data / b``), ``A`` (m, b), ``g_mu`` and ``g_var`` ((b, L), already scaled), ``mu``,
+        ``scale``, default ``num_data / b``), ``A`` (m, b), ``g_mu`` and ``g_var`` ((b, L), already scaled), ``mu``,
         ``var``, ``lik_grads`` (scaled), and the forward cache. ``validate=False`` skips the
         input checks for data that :meth:`check_data` has already passed.
         """
@@ -438,7 +460,8 @@ class SVGP(ComposedParameters):
         mu, var, cache = self._marginals(X, need_grad=True)
         ve, g = self.likelihood.variational_expectations_and_grad(
             y, self._squeeze(mu), self._squeeze(var))
-        scale = self.num_data / X.shape[0]
+        if scale is None:
+            scale = self.num_data / X.shape[0]
         g_mu = g["mu"][:, None] if self.num_latent == 1 else g["mu"]
         g_var = g["var"][:, None] if self.num_latent == 1 else g["var"]
         g_var = self.xp.where(cache["var_ok"], g_var, 0.0)
@@ -447,10 +470,12 @@ class SVGP(ComposedParameters):
                 "lik_grads": {k: scale * v for k, v in g["params"].items()},
                 "cache": cache, "X": X}
 
-    def elbo_and_grad(self, X, y, *, validate=True, return_data=False):
+    def elbo_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """ELBO (see :meth:`elbo`) and its gradient w.r.t. every parameter.
 
         ``validate=False`` skips the input checks (for data :meth:`check_data` has passed).
+        ``scale`` multiplies the data term instead of ``num_data / b`` (a share of a larger
+        minibatch: :mod:`gpnum.distributed`).
 
         Returns
         -------
@@ -463,7 +488,7 @@ class SVGP(ComposedParameters):
             natural-gradient step reuses.
         """
         xp = self.xp
-        d = self.data_term_and_grad(X, y, validate=validate)
+        d = self.data_term_and_grad(X, y, validate=validate, scale=scale)
         A, g_mu, g_var = d["A"], d["g_mu"], d["g_var"]
         c = d["cache"]
         X = d["X"]

@@ -1,0 +1,167 @@
+"""The data term of a model's objective, summed over the row chunks of dask arrays.
+
+A minibatch objective of the model protocol is a sum over points plus a term that sees no data:
+``objective_and_grad(X, y, scale=s) = s * sum_i l_i + prior``. Each worker evaluates
+``objective - prior`` on the rows it holds (a model rebuilt there from its O(m^2) state), the
+driver adds the sums and the prior term once. Gradients are sums too, so the result equals the
+in-memory evaluation up to the order of floating-point additions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpnum import backend as B
+from gpnum.checkpoint import model_from_state, model_state
+from gpnum.errors import ShapeError, describe_shape
+
+__all__ = ["objective_and_grad", "row_chunks"]
+
+
+def _require_dask():
+    try:
+        import dask.array as da
+        from distributed import Client
+    except ImportError as exc:  # pragma: no cover - the extra is installed for the tests
+        raise ImportError("gpnum.distributed needs Dask: pip install 'gpnum[distributed]' "
+                          f"({exc})") from exc
+    return da, Client
+
+
+def _check_model(model):
+    if getattr(model, "full_batch", False):
+        raise ValueError(f"{type(model).__name__} is a full-batch model: its objective is not a "
+                         "sum over points, so it cannot be split over workers")
+    if not callable(getattr(model, "prior_term_and_grad", None)):
+        raise TypeError(f"{type(model).__name__} has no prior_term_and_grad(): the model "
+                        "protocol's split of the objective into a data term and a prior term "
+                        "(docs/models.md) is what gpnum.distributed sums over workers")
+
+
+def row_chunks(X, y):
+    """``X`` (n, d) and ``y`` (n,) (or (n, L)) as dask arrays with the same row chunks and one
+    column chunk, and the rows' offsets ``(num_chunks + 1,)``."""
+    da, _ = _require_dask()
+    if not isinstance(X, da.Array):
+        X = da.asarray(X)
+    if not isinstance(y, da.Array):
+        y = da.asarray(y)
+    if X.ndim != 2 or y.ndim not in (1, 2) or y.shape[0] != X.shape[0]:
+        raise ShapeError(f"X (n, d) and y (n,) with the same n expected, got "
+                         f"{describe_shape(X.shape)} and {describe_shape(y.shape)}")
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    if y.chunks[0] != X.chunks[0] or (y.ndim == 2 and len(y.chunks[1]) > 1):
+        y = y.rechunk((X.chunks[0],) + (() if y.ndim == 1 else (-1,)))
+    offsets = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    return X, y, offsets
+
+
+def chunk_futures(persisted):
+    """The futures of a row-chunked dask array's chunks, in row order. ``persisted``: the
+    array after ``client.persist``; keep it referenced while the futures are in use (the
+    cluster releases the chunks when the collection is dropped)."""
+    from distributed import futures_of
+
+    by_key = {f.key: f for f in futures_of(persisted)}
+
+    def flat(keys):  # nested lists of keys in chunk order; one column chunk: row order
+        for k in keys:
+            yield from (flat(k) if isinstance(k, list) else (k,))
+
+    return [by_key[k] for k in flat(persisted.__dask_keys__())]
+
+
+def _chunk_data_term(state, Xc, yc, rows, scale):
+    """On a worker: ``objective - prior`` and its gradients on the chunk's ``rows`` (local
+    indices, or all rows), as host arrays. The worker's own ``GPNUM_BACKEND`` computes."""
+    config, arrays = state
+    model = model_from_state(config, arrays, where="gpnum.distributed")
+    if rows is not None:
+        Xc, yc = Xc[rows], yc[rows]
+    value, grads = model.objective_and_grad(Xc, yc, scale=scale)
+    p_value, p_grads = model.prior_term_and_grad()
+    out = {k: B.to_numpy(g - p_grads[k]) if k in p_grads else B.to_numpy(g)
+           for k, g in grads.items()}
+    return float(value - p_value), out
+
+
+def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
+    """The model's objective and gradients with the data term computed where the rows are.
+
+    Parameters
+    ----------
+    model : a minibatch model of the model protocol with ``prior_term_and_grad`` (gpnum.SVGP)
+    X : dask array (n, d), chunked by rows (or anything ``dask.array.asarray`` takes)
+    y : dask array (n,) or (n, L)
+    client : distributed.Client
+    rows : array of int (b,), optional
+        The minibatch: global row indices (default all rows). Each worker gathers its own.
+    scale : float, optional
+        Multiplies the data term (default ``model.num_data / b``, as
+        ``model.objective_and_grad`` on the same rows in memory).
+
+    Returns
+    -------
+    value : 0-d array
+        Equal to ``model.objective_and_grad(X[rows], y[rows])[0]`` up to the order of the sums.
+    grads : dict
+        Keyed like ``model.parameters()``, in the model's namespace and device.
+
+    Notes
+    -----
+    The model travels as its checkpoint state (:func:`gpnum.checkpoint.model_state`: settings
+    and parameter arrays, O(m^2)), scattered once per call with ``broadcast=True`` so that
+    every worker receives one copy however many chunks it holds. Each worker rebuilds the model
+    (its ``K_ZZ`` factorisation included) for its chunks: the O(m^3) work is repeated per chunk,
+    not divided, and chunks should hold many more rows than ``m``.
+    """
+    _check_model(model)
+    X, y, offsets = row_chunks(X, y)
+    n = int(offsets[-1])
+    if rows is None:
+        groups = [None] * (len(offsets) - 1)
+        b = n
+    else:
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
+            raise ValueError(f"rows: expected a non-empty 1-d integer array, got "
+                             f"{rows.dtype} of shape {rows.shape}")
+        if rows.min() < 0 or rows.max() >= n:
+            raise ValueError(f"rows: indices must lie in [0, {n}), got [{rows.min()}, "
+                             f"{rows.max()}]")
+        chunk_of = np.searchsorted(offsets, rows, side="right") - 1
+        groups = [rows[chunk_of == i] - offsets[i] for i in range(len(offsets) - 1)]
+        b = rows.size
+    if scale is None:
+        scale = model.num_data / b
+    # One future for the whole state, under a fresh key: content-hashed keys would repeat
+    # between steps (the settings do not change) and race with the previous step's release.
+    state = client.scatter([model_state(model, caller="gpnum.distributed")], broadcast=True,
+                           hash=False)[0]
+    # Persisting an array already persisted on this client is a no-op; X and y stay referenced
+    # here until the results are gathered.
+    X, y = client.persist(X), client.persist(y)
+    Xf, yf = chunk_futures(X), chunk_futures(y)
+    futures = []
+    for i, local in enumerate(groups):
+        if local is not None and local.size == 0:
+            continue
+        futures.append(client.submit(_chunk_data_term, state, Xf[i], yf[i], local, scale,
+                                     pure=False))
+    parts = client.gather(futures)
+    xp = model.xp
+    value, grads = model.prior_term_and_grad()
+    params = model.parameters()
+    total = {k: np.zeros(tuple(v.shape), dtype=np.float64) for k, v in params.items()}
+    data_value = 0.0
+    for v, g in parts:
+        data_value += v
+        for k, arr in g.items():
+            total[k] = total[k] + arr
+    out = {}
+    for k, v in params.items():
+        g = B.asarray(total[k], dtype=model.dtype, xp=xp, device=model.device)
+        out[k] = g + grads[k] if k in grads else g
+    value = value + B.asarray(data_value, dtype=model.dtype, xp=xp, device=model.device)
+    return value, out
