@@ -90,3 +90,30 @@ def test_bad_input(client):
         gpnum.distributed.objective_and_grad(model, Xd, yd[:40], client)
     with pytest.raises(ValueError, match="adam"):
         gpnum.distributed.fit(model, Xd, yd, client, optimizer="ngd")
+
+
+def test_a_killed_worker_does_not_lose_the_run(client):
+    import os
+    import signal
+
+    X, y = _data()
+    single, dist = _model(X), _model(X)
+    opts = dict(optimizer="adam", epochs=4, batch_size=120, lr=0.05, seed=7, progress=False)
+    gpnum.fit(single, X, y, **opts)
+    killed = []
+
+    def kill_one_worker(model, history, epoch):
+        if epoch == 1:  # mid-run: after 10 of 20 steps
+            pids = client.run(os.getpid)
+            address, pid = sorted(pids.items())[0]
+            os.kill(pid, signal.SIGKILL)  # the nanny starts a new worker; Dask re-runs the
+            killed.append(address)        # lost chunks from the graph and retries the tasks
+        return False
+
+    gpnum.distributed.fit(dist, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200),
+                          client, callbacks=[kill_one_worker], **opts)
+    assert killed and dist.training_state.step == 20
+    p1, p2 = single.parameters(), dist.parameters()
+    for k in p1:
+        assert _rel(p2[k], p1[k]) < 1e-8, k
+    client.wait_for_workers(2, timeout=60)

@@ -86,7 +86,7 @@ def _chunk_data_term(state, Xc, yc, rows, scale):
     return float(value - p_value), out
 
 
-def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
+def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3):
     """The model's objective and gradients with the data term computed where the rows are.
 
     Parameters
@@ -100,6 +100,12 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
     scale : float, optional
         Multiplies the data term (default ``model.num_data / b``, as
         ``model.objective_and_grad`` on the same rows in memory).
+    retries : int
+        Attempts after the first when the cluster loses a worker during the evaluation (a
+        closed connection while scattering, tasks cancelled with their inputs). Dask itself
+        recomputes lost chunks and re-runs tasks of a dead worker; this covers what it does
+        not, the scatter of the model state. The evaluation is pure, so a retry gives the same
+        result.
 
     Returns
     -------
@@ -107,6 +113,11 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
         Equal to ``model.objective_and_grad(X[rows], y[rows])[0]`` up to the order of the sums.
     grads : dict
         Keyed like ``model.parameters()``, in the model's namespace and device.
+
+    Raises
+    ------
+    RuntimeError
+        If every attempt failed (the cause is chained): resume from the last checkpoint.
 
     Notes
     -----
@@ -135,6 +146,25 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
         b = rows.size
     if scale is None:
         scale = model.num_data / b
+    from distributed import CancelledError
+    from distributed.comm import CommClosedError
+
+    for attempt in range(int(retries) + 1):
+        try:
+            parts = _evaluate(model, X, y, client, groups, scale)
+            break
+        except (CommClosedError, CancelledError, OSError) as exc:
+            if attempt == int(retries):
+                raise RuntimeError(f"gpnum.distributed: the evaluation failed {attempt + 1} "
+                                   f"times, the last with {type(exc).__name__}: {exc}. The "
+                                   "cluster keeps losing workers; resume from the last "
+                                   "checkpoint once it is healthy") from exc
+            client.wait_for_workers(1, timeout=60)
+    return _assemble(model, parts)
+
+
+def _evaluate(model, X, y, client, groups, scale):
+    """The workers' (data value, data gradients) for each chunk with rows in the batch."""
     # One future for the whole state, under a fresh key: content-hashed keys would repeat
     # between steps (the settings do not change) and race with the previous step's release.
     state = client.scatter([model_state(model, caller="gpnum.distributed")], broadcast=True,
@@ -149,7 +179,11 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None):
             continue
         futures.append(client.submit(_chunk_data_term, state, Xf[i], yf[i], local, scale,
                                      pure=False))
-    parts = client.gather(futures)
+    return client.gather(futures)
+
+
+def _assemble(model, parts):
+    """Sum the workers' parts and add the prior term, in the model's namespace."""
     xp = model.xp
     value, grads = model.prior_term_and_grad()
     params = model.parameters()
