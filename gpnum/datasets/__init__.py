@@ -20,6 +20,7 @@ cross to the target backend (``GPNUM_BACKEND`` or ``xp=``) once, in the requeste
 from gpnum.datasets._dataset import LIKELIHOODS, RANDOM_FRACTIONS, TASKS, Dataset
 from gpnum.datasets._load import load, load_csv
 from gpnum.datasets._registry import DatasetInfo, available
+from gpnum.datasets._stream import NpyBatches
 
-__all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "RANDOM_FRACTIONS", "TASKS", "available",
+__all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "NpyBatches", "RANDOM_FRACTIONS", "TASKS", "available",
            "load", "load_csv"]
