@@ -23,7 +23,7 @@ import math
 
 from gpnum import backend as B
 from gpnum.backend import asarray, device_of, get_namespace, solve_triangular, cholesky
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.variational._composite import ComposedParameters
@@ -400,9 +400,20 @@ class GVI(ComposedParameters):
         full = needs_full_covariance(self.divergence, self.eigen_term)
         mq, vq, Kq, _ = self._q_moments(X, full)
         mp, vp, Kp = self.regulariser_moments(X, full)
-        return regulariser_and_grad(self.xp, self.divergence, mq, vq, Kq, mp, vp, Kp,
-                                    alpha=self.alpha, eigen_term=self.eigen_term,
-                                    jitter=self._reg_jitter())[0]
+        return self._regulariser_and_grad(mq, vq, Kq, mp, vp, Kp)[0]
+
+    def _regulariser_and_grad(self, mq, vq, Kq, mp, vp, Kp):
+        try:
+            return regulariser_and_grad(self.xp, self.divergence, mq, vq, Kq, mp, vp, Kp,
+                                        alpha=self.alpha, eigen_term=self.eigen_term,
+                                        jitter=self._reg_jitter())
+        except NotPSDError as exc:
+            hint = (" (the fixed sparse posterior kernel is indefinite once its base kernel "
+                    "outgrows k: use eigen_term=False or another variational kernel)"
+                    if self.variational_kernel == "fixed-sparse-posterior" else "")
+            raise NotPSDError(f"the Wasserstein cross term needs Q's batch covariance r(X, X) "
+                              f"positive definite; with variational_kernel="
+                              f"{self.variational_kernel!r} it is not{hint}: {exc}") from None
 
     def objective(self, X, y):
         """``(N / b) sum_i E_Q[log p(y_i | f_i)] - D(Q, P)`` on a batch (0-d array)."""
@@ -432,9 +443,7 @@ class GVI(ComposedParameters):
         full = needs_full_covariance(self.divergence, self.eigen_term)
         mq, vq, Kq, cache = self._q_moments(X, full)
         mp, vp, Kp = self.regulariser_moments(X, full)
-        D, gD_m, gD_v, GD_K = regulariser_and_grad(xp, self.divergence, mq, vq, Kq, mp, vp, Kp,
-                                                   alpha=self.alpha, eigen_term=self.eigen_term,
-                                    jitter=self._reg_jitter())
+        D, gD_m, gD_v, GD_K = self._regulariser_and_grad(mq, vq, Kq, mp, vp, Kp)
         ve, g = self.likelihood.variational_expectations_and_grad(
             y, self._squeeze(mq), self._squeeze(vq))
         scale = self.num_data / b
