@@ -112,8 +112,11 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
         return value, (2.0 / b) * d, xp.ones_like(vq) / float(b), None
     fn = _POINTWISE[divergence]
     kw = {"alpha": alpha} if divergence == "projected-renyi" else {}
+    # Renyi with alpha > 1 is infinite where alpha vp + (1 - alpha) vq <= 0: the checked call
+    # (one host sync) says so and names the largest usable alpha instead of returning NaN.
+    check = divergence == "projected-renyi" and alpha > 1.0
     value, g = fn(xp.reshape(mq, (-1,)), xp.reshape(vq, (-1,)), xp.reshape(mp, (-1,)),
-                  xp.reshape(vp, (-1,)), reduction="sum", validate=False, **kw)
+                  xp.reshape(vp, (-1,)), reduction="sum", validate=check, **kw)
     # The mean over points of each latent, summed over latents: sum / b.
     return (value / float(b), xp.reshape(g["mq"], (b, L)) / float(b),
             xp.reshape(g["vq"], (b, L)) / float(b), None)
