@@ -107,6 +107,7 @@ def _add_training_args(p, *, compare=False):
         model.add_argument("--num-inducing", type=_int_list, default=[250, 500, 1000],
                            metavar="M1,M2,...",
                            help="inducing-point counts to compare (default: 250,500,1000)")
+    _add_gvi_args(p, compare)
     train = p.add_argument_group("training")
     train.add_argument("--optimizer", choices=("ngd", "adam"), default="ngd",
                        help="'ngd': natural gradients for q alternating with Adam for the rest; "
@@ -237,7 +238,7 @@ def _load_data(args, xp, dtype):
     return ds, X, y
 
 
-def _make_model(args, ds, X, num_inducing, whitening, xp, dtype):
+def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None):
     import numpy as np
 
     import gpnum
@@ -261,11 +262,106 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype):
         lik = likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
     if num_inducing > X.shape[0]:
         raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
+    if getattr(args, "objective", "svgp") != "svgp":
+        return _make_gvi(args, X, y, kern, lik, lik_name, num_inducing, xp, dtype), lik_name
     Z = gpnum.inducing.kmeans(X, num_inducing, seed=args.seed)
     ciq = {"num_quad": args.ciq_num_quad, "rtol": args.ciq_rtol, "maxiter": args.ciq_maxiter}
     return gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], whitening=whitening,
                       jitter=_jitter(args, xp, dtype),
                       ciq_options=ciq if whitening == "ciq" else None), lik_name
+
+
+# ----------------------------------------------------------------------------- GVI (issue 20)
+_OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-hellinger",
+               "pgvi-kl", "pgvi-renyi")
+
+
+def _add_gvi_args(p, compare):
+    from gpnum.variational._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+
+    g = p.add_argument_group("generalised variational inference (gpnum.GVI)")
+    if compare:
+        g.add_argument("--objectives", default=None, metavar="O1,O2,...",
+                       help="compare training objectives instead of whitenings: any of "
+                            f"{', '.join(_OBJECTIVES)} (e.g. svgp,gwi,pgvi-bhattacharyya); "
+                            "writes one table and one figure")
+    else:
+        g.add_argument("--objective", choices=_OBJECTIVES, default="svgp",
+                       help="'svgp' (the ELBO) or a GVI objective: 'gwi' (Wasserstein "
+                            "regulariser) or 'pgvi-<D>' (projected D) (default: %(default)s)")
+    g.add_argument("--regulariser-mode", choices=("prior", "posterior"), default="prior",
+                   help="the regulariser GP: the prior, or the exact posterior given the "
+                        "responses at Z (default: %(default)s)")
+    g.add_argument("--variational-kernel", choices=VARIATIONAL_KERNELS, default="svgp-cholesky",
+                   help="Q's kernel (default: %(default)s)")
+    g.add_argument("--variational-mean", choices=VARIATIONAL_MEANS, default="svgp",
+                   help="Q's mean (default: %(default)s)")
+    g.add_argument("--no-eigen-term", action="store_true",
+                   help="gwi: drop the Wasserstein cross term (the O(b) variant)")
+    g.add_argument("--renyi-alpha", type=_positive_float, default=0.5,
+                   help="pgvi-renyi: the order alpha, not 1 (default: %(default)s)")
+    g.add_argument("--select-rounds", type=_positive_int, default=5, metavar="R",
+                   help="rounds of Algorithm 2 (greedy variance <-> type-II ML) at most "
+                        "(default: %(default)s)")
+    g.add_argument("--temper", action="store_true",
+                   help="learn the predictive-variance scale on the validation set (10%% of "
+                        "the training set is held out for it when the split has none)")
+
+
+def _gvi_divergence(objective):
+    return "wasserstein" if objective == "gwi" else "projected-" + objective[len("pgvi-"):]
+
+
+def _make_gvi(args, X, y, kern, lik, lik_name, m, xp, dtype):
+    """The seed-001 pipeline: Algorithm 2 picks Z and fits the regulariser's kernel on
+    (Z, y_Z) by type-II ML; Q starts at P and is trained by :func:`gpnum.fit` (Adam)."""
+    import gpnum
+    from gpnum import likelihoods
+
+    if lik_name not in ("gaussian", "bernoulli"):
+        raise CLIError(f"--objective {args.objective}: GVI supports the Gaussian and Bernoulli "
+                       f"likelihoods here, not {lik_name!r}")
+    device = gpnum.backend.device_of(X)
+    # Type-II ML needs real responses: labels {0, 1} as -1 / +1.
+    y_reg = y if lik_name == "gaussian" else 2.0 * y - 1.0
+    noise = likelihoods.Gaussian(variance=0.1, xp=xp, dtype=dtype, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
+        sel = gpnum.optim.select_inducing(X, y_reg, kern, noise, m, max_iter=args.select_rounds)
+    print(f"Algorithm 2: {sel.num_iter} round(s), "
+          f"{'settled' if sel.converged else 'not settled (kept the last set)'}", flush=True)
+    extra = {}
+    if args.regulariser_mode == "posterior":
+        extra = {"inducing_targets": sel.inducing_targets,
+                 "regulariser_noise": max(float(noise.variance), 1e-4),
+                 "prior_mean": float(sel.mean)}
+    return gpnum.GVI(sel.kernel, lik, sel.inducing_points, num_data=X.shape[0],
+                     divergence=_gvi_divergence(args.objective), mode=args.regulariser_mode,
+                     variational_kernel=args.variational_kernel,
+                     variational_mean=args.variational_mean,
+                     alpha=args.renyi_alpha, eigen_term=not args.no_eigen_term,
+                     jitter=_jitter(args, xp, dtype), seed=args.seed, **extra)
+
+
+def _temper_split(args, ds, X, y, xp):
+    """Training data and the tempering validation set: the split's own validation part, or
+    (when it has none) a seeded 10% of the training points, then held out from training."""
+    if not getattr(args, "temper", False):
+        return X, y, None, None
+    if ds.X_val.shape[0] > 0:
+        return X, y, ds.X_val, ds.y_val
+    import numpy as np
+
+    from gpnum import backend as B
+
+    n = X.shape[0]
+    perm = np.random.default_rng(args.seed + 1).permutation(n)
+    k = max(1, n // 10)
+    dev = B.device_of(X)
+    val = B.asarray(np.sort(perm[:k]), dtype=xp.int64, xp=xp, device=dev)
+    tr = B.asarray(np.sort(perm[k:]), dtype=xp.int64, xp=xp, device=dev)
+    return (xp.take(X, tr, axis=0), xp.take(y, tr, axis=0), xp.take(X, val, axis=0),
+            xp.take(y, val, axis=0))
 
 
 def _jitter(args, xp, dtype):
@@ -284,10 +380,14 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, mode
 
     t0 = time.perf_counter()
     resume = model is not None
+    is_gvi = (isinstance(model, gpnum.GVI) if resume
+              else getattr(args, "objective", "svgp") != "svgp")
+    # Every objective trains on the same points (a held-out tempering set included).
+    X, y, X_tv, y_tv = _temper_split(args, ds, X, y, xp)
     if resume:
         lik_name = type(model.likelihood).__name__.lower()
     else:
-        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype)
+        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y)
     t_init = time.perf_counter() - t0
     sched = step_decay(args.lr, args.lr_decay) if args.lr_decay else None
     has_val = ds.X_val.shape[0] > 0
@@ -296,14 +396,20 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, mode
         # fit's one summary ConvergenceWarning is reported in the metrics instead.
         warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
         hist = gpnum.fit(model, X, y, epochs=args.epochs, batch_size=args.batch_size,
-                         optimizer=args.optimizer, lr=args.lr, gamma=args.gamma,
+                         optimizer="adam" if is_gvi else args.optimizer, lr=args.lr,
+                         gamma=args.gamma,
                          ngd_method=args.ngd_method, lr_schedule=sched,
                          X_val=ds.X_val if has_val else None,
                          y_val=ds.y_val if has_val else None, progress=progress,
                          seed=args.seed, resume=resume, callbacks=callbacks)
     train_time = time.perf_counter() - t1
+    extra = {}
+    if is_gvi and X_tv is not None:
+        t2 = time.perf_counter()
+        extra["temper_scale"] = gpnum.backend.to_numpy(model.temper(X_tv, y_tv)).tolist()
+        extra["temper_time_s"] = time.perf_counter() - t2
     test = gpnum.optim.evaluate(model, ds.X_test, ds.y_test)
-    return model, lik_name, hist, {
+    return model, lik_name, hist, {**extra,
         "test": test, "train_time_s": train_time, "init_time_s": t_init,
         "num_steps": hist.num_steps,
         "time_per_step_s": train_time / max(hist.num_steps, 1),
@@ -477,9 +583,10 @@ def run_fit(args):
     model = _resume_model(args, X, dtype, xp) if args.resume is not None else None
     name = os.path.basename(args.csv) if args.csv else args.dataset
     m = args.num_inducing if model is None else model.num_inducing
-    whitening = args.whitening if model is None else model.whitening
+    whitening = args.whitening if model is None else getattr(model, "whitening", "-")
     print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
           f"n_test={ds.X_test.shape[0]}), m={m}, whitening={whitening}, "
+          f"objective={args.objective}, "
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
     if model is not None:

@@ -63,7 +63,10 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
         Added to the diagonals of ``Kq`` and ``Kp`` before the Wasserstein cross term: a batch
         larger than ``m`` makes ``Kq`` (a Nystrom residual plus a rank-m term) nearly singular,
         and the cross term's gradient needs both factors non-singular. ``d(Kq + jI)/dKq = I``,
-        so the gradient is that of the jittered distance, exactly.
+        so the gradient is that of the jittered distance, exactly. When ``Kp + jitter I`` or
+        ``Kq + jitter I`` still fails to factorise (real data: near-duplicate inputs, or a gram
+        matrix that round-off leaves slightly indefinite) the jitter grows tenfold, from
+        ``1e-6`` of the mean prior variance, up to ``1e-2`` of it; both matrices get the same.
 
     Returns
     -------
@@ -93,6 +96,7 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
     b, L = mq.shape
     if divergence == "wasserstein":
         if eigen_term:
+            jitter = _common_jitter(xp, Kq, Kp, jitter)
             if jitter:
                 eye = xp.eye(b, dtype=Kp.dtype, device=B.device_of(Kp))
                 Kp = Kp + jitter * eye
@@ -120,6 +124,16 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
     # The mean over points of each latent, summed over latents: sum / b.
     return (value / float(b), xp.reshape(g["mq"], (b, L)) / float(b),
             xp.reshape(g["vq"], (b, L)) / float(b), None)
+
+
+def _common_jitter(xp, Kq, Kp, jitter):
+    """The smallest jitter >= ``jitter`` (of the tenfold ladder) that factorises all matrices."""
+    scale = float(xp.mean(xp.linalg.diagonal(Kp)))
+    for K in [Kp] + [Kq[l, ...] for l in range(Kq.shape[0])]:
+        _, extra = B.cholesky(xp.astype(K, xp.float64, copy=False), shift=jitter,
+                              jitter=1e-6 * scale, max_tries=5, return_jitter=True)
+        jitter += extra
+    return jitter
 
 
 # ---------------------------------------------------------------------------------------------
