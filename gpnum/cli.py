@@ -318,6 +318,9 @@ def _make_gvi(args, X, y, kern, lik, lik_name, m, xp, dtype):
     import gpnum
     from gpnum import likelihoods
 
+    if args.objective == "pgvi-renyi" and args.renyi_alpha == 1.0:
+        raise CLIError("--renyi-alpha 1: alpha: the Renyi order must lie in (0, 1) or "
+                       "(1, inf) (alpha = 1 is pgvi-kl)")
     if lik_name not in ("gaussian", "bernoulli"):
         raise CLIError(f"--objective {args.objective}: GVI supports the Gaussian and Bernoulli "
                        f"likelihoods here, not {lik_name!r}")
@@ -662,6 +665,8 @@ def run_compare(args):
     _prepare_out(args.out)
     ds, X, y = _load_data(args, xp, dtype)
     name = os.path.basename(args.csv) if args.csv else args.dataset
+    if getattr(args, "objectives", None) is not None:
+        return _compare_objectives(args, ds, X, y, xp, dtype, name)
     rows = []
     for m in args.num_inducing:
         for whitening in ("cholesky", "ciq"):
@@ -693,6 +698,77 @@ def run_compare(args):
         written += ["compare_time.png", "compare_nll.png"]
     print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
     return 0
+
+
+def _objective_list(text):
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if t not in _OBJECTIVES]
+    if not names or bad:
+        raise CLIError(f"--objectives: expected comma-separated names from "
+                       f"{', '.join(_OBJECTIVES)}, got {text!r}")
+    return names
+
+
+def _compare_objectives(args, ds, X, y, xp, dtype, name):
+    """``gpnum compare --objectives``: one row per (objective, m), one table, one figure."""
+    objectives = _objective_list(args.objectives)
+    rows = []
+    for m in args.num_inducing:
+        for obj in objectives:
+            args.objective = obj
+            label = obj + (" (no cross term)" if obj == "gwi" and args.no_eigen_term else "")
+            print(f"{name}: m={m} {label} ...", flush=True)
+            model, _, hist, res = _train(args, ds, X, y, m, "cholesky", xp, dtype, False)
+            row = {"objective": label, "m": m,
+                   **{f"test_{k}": v for k, v in res["test"].items()},
+                   "init_time_s": res["init_time_s"], "train_time_s": res["train_time_s"],
+                   "wall_time_s": (res["init_time_s"] + res["train_time_s"]
+                                   + res.get("temper_time_s", 0.0)),
+                   "time_per_step_s": res["time_per_step_s"], "num_steps": res["num_steps"],
+                   "tempered": "temper_scale" in res}
+            rows.append(row)
+            print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s  "
+                  f"time/step={1e3 * res['time_per_step_s']:.1f} ms", flush=True)
+    del args.objective
+    keys = list(rows[0])
+    with open(os.path.join(args.out, "objectives.md"), "w") as f:
+        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
+                                      for k in keys) + " |\n")
+    with open(os.path.join(args.out, "objectives.json"), "w") as f:
+        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
+                   "environment": _environment()}, f, indent=2)
+    written = ["objectives.md", "objectives.json"]
+    if _have_matplotlib():
+        _plot_objectives(os.path.join(args.out, "objectives.png"), rows, name)
+        written.append("objectives.png")
+    print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
+    return 0
+
+
+def _plot_objectives(path, rows, name):
+    """Test NLL (and RMSE or accuracy) per objective and m beside training time per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = "test_rmse" if "test_rmse" in rows[0] else "test_accuracy"
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    labels = [f"{r['objective']}\nm={r['m']}" for r in rows]
+    pos = range(len(rows))
+    for ax, key, title in ((axes[0], "test_nll", "test NLL"),
+                           (axes[1], metric, metric.replace("_", " ")),
+                           (axes[2], "time_per_step_s", "time per step (s)")):
+        ax.bar(pos, [r[key] for r in rows], color=[f"C{i % 10}" for i in pos])
+        ax.set_xticks(list(pos))
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle(f"{name}: training objectives")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _plot_compare(out, rows, name):

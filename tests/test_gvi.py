@@ -340,15 +340,16 @@ def test_select_inducing_algorithm_2():
     assert float(res.kernel.lengthscale) < 0.8  # learned the sin(2x) scale, not the default
 
 
-def test_select_inducing_stops_a_cycle_with_a_warning():
+def test_select_inducing_unsettled_set_warns():
     from gpnum.optim import select_inducing
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, size=(200, 1))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=200)
-    with pytest.warns(gpnum.ConvergenceWarning, match="inducing set"):
-        res = select_inducing(X, y, RBF(), Gaussian(), 15, max_iter=10)
-    assert not res.converged and res.num_iter <= 10
+    # One round from the default lengthscale 1: the fitted kernel (~0.5) picks another set.
+    with pytest.warns(gpnum.ConvergenceWarning, match="still changed after 1 rounds"):
+        res = select_inducing(X, y, RBF(), Gaussian(), 15, max_iter=1)
+    assert not res.converged and res.num_iter == 1
 
 
 # --------------------------------------------------------------------------------- tempering

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpnum import backend as B
 from gpnum.inducing import greedy_variance
-from gpnum.errors import ConvergenceWarning
+from gpnum.errors import ConvergenceWarning, NotPSDError
 
 __all__ = ["InducingSelection", "select_inducing"]
 
@@ -53,7 +53,8 @@ class InducingSelection:
     converged: bool
 
 
-def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxiter=200):
+def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxiter=200,
+                    noise_floor=1e-4):
     """Seed 001's Algorithm 2: greedy variance <-> type-II ML until the set is stable.
 
     ``Z_0 = GreedyVariance(X, k_theta0)``; then repeat: fit ``theta`` by maximising the exact GP
@@ -77,6 +78,10 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
         Rounds of fitting and reselection at most.
     maxiter : int
         L-BFGS-B iterations per fit.
+    noise_floor : float
+        Smallest noise variance, relative to the variance of ``y``: with few points the
+        marginal likelihood can prefer interpolation (noise -> 0); the noise is then held at the
+        floor and only the kernel is fitted.
 
     Returns
     -------
@@ -86,6 +91,7 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     from gpnum.variational import GPR
 
     xp = B.get_namespace(X)
+    noise_floor = float(noise_floor) * float(xp.mean((y - xp.mean(y)) ** 2))
     _, idx = greedy_variance(X, num_inducing, kernel)
     mean = 0.0
     converged = cycled = False
@@ -94,10 +100,22 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     for it in range(1, int(max_iter) + 1):
         take = lambda a: xp.take(a, idx, axis=0)  # noqa: E731
         gpr = GPR(kernel, likelihood, take(X), take(y), mean=mean)
+        start = gpr.parameters()
         with warnings.catch_warnings():
             # A fit stopped by maxiter still improves the kernel; the set test decides.
             warnings.simplefilter("ignore", ConvergenceWarning)
-            fit(gpr, maxiter=maxiter, progress=False)
+            # L-BFGS-B's line search may try extreme hyper-parameters on so few points; the
+            # overflow there is scored as an infinitely bad point, not worth a warning.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                fit(gpr, maxiter=maxiter, progress=False)
+            except (ValueError, NotPSDError):
+                # m points can be interpolated: the marginal likelihood then drives the noise
+                # to 0 (softplus underflows). Hold it at the floor and fit the kernel alone.
+                gpr.set_parameters({**start, "likelihood.variance": noise_floor})
+                fit(gpr, maxiter=maxiter, progress=False, fixed=("likelihood.variance",))
+        if float(likelihood.variance) < noise_floor:
+            likelihood.variance = noise_floor
         mean = gpr.mean
         _, new = greedy_variance(X, num_inducing, kernel)
         key = frozenset(B.to_numpy(new).tolist())
