@@ -303,6 +303,19 @@ def _add_gvi_args(p, compare):
     g.add_argument("--select-rounds", type=_positive_int, default=5, metavar="R",
                    help="rounds of Algorithm 2 (greedy variance <-> type-II ML) at most "
                         "(default: %(default)s)")
+    # Adam moves all of q here (SVGP's q gets natural gradients): at --lr 0.03 q_mu is still
+    # far from converged after 20 epochs on elevators (m = 200: test NLL 0.58 vs 0.52 at 0.1).
+    g.add_argument("--gvi-lr", type=_positive_float, default=0.1,
+                   help="Adam learning rate of GVI objectives (default: %(default)s)")
+    g.add_argument("--regulariser-fit", choices=("algorithm2", "svgp"), default="algorithm2",
+                   help="how the regulariser's kernel and Z are fitted: the seed's Algorithm 2, "
+                        "or an SVGP trained first with the same options (its kernel and "
+                        "inducing points; its predictive mean at Z as the responses there) "
+                        "(default: %(default)s)")
+    g.add_argument("--select-method", choices=("gpr", "sgpr"), default="gpr",
+                   help="Algorithm 2's type-II objective: the exact GP on the selected points "
+                        "(the seed's) or the SGPR bound on all points (Burt et al.'s) "
+                        "(default: %(default)s)")
     g.add_argument("--temper", action="store_true",
                    help="learn the predictive-variance scale on the validation set (10%% of "
                         "the training set is held out for it when the split has none)")
@@ -325,12 +338,16 @@ def _make_gvi(args, X, y, kern, lik, lik_name, m, xp, dtype):
         raise CLIError(f"--objective {args.objective}: GVI supports the Gaussian and Bernoulli "
                        f"likelihoods here, not {lik_name!r}")
     device = gpnum.backend.device_of(X)
+    if args.regulariser_fit == "svgp":
+        return _gvi_from_svgp(args, X, y, kern, lik, m, xp, dtype)
     # Type-II ML needs real responses: labels {0, 1} as -1 / +1.
     y_reg = y if lik_name == "gaussian" else 2.0 * y - 1.0
     noise = likelihoods.Gaussian(variance=0.1, xp=xp, dtype=dtype, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
-        sel = gpnum.optim.select_inducing(X, y_reg, kern, noise, m, max_iter=args.select_rounds)
+        sel = gpnum.optim.select_inducing(X, y_reg, kern, noise, m, max_iter=args.select_rounds,
+                                          method=args.select_method,
+                                          maxiter=200 if args.select_method == "gpr" else 100)
     print(f"Algorithm 2: {sel.num_iter} round(s), "
           f"{'settled' if sel.converged else 'not settled (kept the last set)'}", flush=True)
     extra = {}
@@ -344,6 +361,35 @@ def _make_gvi(args, X, y, kern, lik, lik_name, m, xp, dtype):
                      variational_mean=args.variational_mean,
                      alpha=args.renyi_alpha, eigen_term=not args.no_eigen_term,
                      jitter=_jitter(args, xp, dtype), seed=args.seed, **extra)
+
+
+def _gvi_from_svgp(args, X, y, kern, lik, m, xp, dtype):
+    """The regulariser from a trained SVGP: its kernel and inducing points (held fixed), and
+    in posterior mode its predictive mean at Z as the responses and its noise variance."""
+    import gpnum
+
+    Z = gpnum.inducing.kmeans(X, m, seed=args.seed)
+    svgp = gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], jitter=_jitter(args, xp, dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
+        gpnum.fit(svgp, X, y, epochs=args.epochs, batch_size=args.batch_size,
+                  optimizer=args.optimizer, lr=args.lr, gamma=args.gamma, progress=False,
+                  seed=args.seed)
+    print("regulariser: kernel and Z of an SVGP trained first", flush=True)
+    Z = svgp.inducing_points
+    extra = {}
+    if args.regulariser_mode == "posterior":
+        extra = {"inducing_targets": svgp.predict_f(Z)[0],
+                 "regulariser_noise": max(float(getattr(lik, "variance", 1e-2)), 1e-4)}
+    # Q's likelihood starts afresh: the SVGP's was fitted to the SVGP's q.
+    lik_q = type(lik)(**({"variance": 0.693} if hasattr(lik, "variance") else {}),
+                      xp=xp, dtype=dtype, device=gpnum.backend.device_of(X))
+    return gpnum.GVI(svgp.kernel, lik_q, Z, num_data=X.shape[0],
+                     divergence=_gvi_divergence(args.objective), mode=args.regulariser_mode,
+                     variational_kernel=args.variational_kernel,
+                     variational_mean=args.variational_mean, alpha=args.renyi_alpha,
+                     eigen_term=not args.no_eigen_term, jitter=_jitter(args, xp, dtype),
+                     prior_mean=float(svgp.mean), seed=args.seed, **extra)
 
 
 def _temper_split(args, ds, X, y, xp):
@@ -392,14 +438,16 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, mode
     else:
         model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y)
     t_init = time.perf_counter() - t0
-    sched = step_decay(args.lr, args.lr_decay) if args.lr_decay else None
+    lr = args.gvi_lr if is_gvi else args.lr
+    sched = step_decay(lr, args.lr_decay) if args.lr_decay else None
     has_val = ds.X_val.shape[0] > 0
     t1 = time.perf_counter()
     with warnings.catch_warnings():
         # fit's one summary ConvergenceWarning is reported in the metrics instead.
         warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
         hist = gpnum.fit(model, X, y, epochs=args.epochs, batch_size=args.batch_size,
-                         optimizer="adam" if is_gvi else args.optimizer, lr=args.lr,
+                         optimizer="adam" if is_gvi else args.optimizer,
+                         lr=lr,
                          gamma=args.gamma,
                          ngd_method=args.ngd_method, lr_schedule=sched,
                          X_val=ds.X_val if has_val else None,
@@ -717,6 +765,8 @@ def _compare_objectives(args, ds, X, y, xp, dtype, name):
         for obj in objectives:
             args.objective = obj
             label = obj + (" (no cross term)" if obj == "gwi" and args.no_eigen_term else "")
+            if obj != "svgp" and args.regulariser_fit == "svgp":
+                label += " [P from SVGP]"
             print(f"{name}: m={m} {label} ...", flush=True)
             model, _, hist, res = _train(args, ds, X, y, m, "cholesky", xp, dtype, False)
             row = {"objective": label, "m": m,

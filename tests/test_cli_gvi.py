@@ -46,6 +46,17 @@ def test_compare_objectives_writes_one_table_and_one_figure(tmp_path):
     assert (out / "objectives.png").stat().st_size > 1000
 
 
+def test_compare_with_the_regulariser_from_an_svgp(tmp_path):
+    out = tmp_path / "cmp"
+    status = main(["compare", "--dataset", "energy", "--split", "0", "--objectives",
+                   "pgvi-hellinger", "--regulariser-fit", "svgp", "--regulariser-mode",
+                   "posterior", "--num-inducing", "20", "--epochs", "3", "--out", str(out)])
+    assert status == 0
+    rows = json.loads((out / "objectives.json").read_text())["rows"]
+    assert rows[0]["objective"] == "pgvi-hellinger [P from SVGP]"
+    assert rows[0]["test_rmse"] < 1.0  # better than the constant predictor
+
+
 @pytest.mark.parametrize("argv,message", [
     (["compare", "--dataset", "energy", "--objectives", "svgp,elbo"], "--objectives: expected"),
     (["fit", "--dataset", "energy", "--objective", "pgvi-renyi", "--renyi-alpha", "1",

@@ -112,7 +112,7 @@ def q_dense(model, X):
         K = [K1] * L
     vm = model.variational_mean
     if vm == "svgp":
-        mq = A.T @ p["q_mu"].reshape(L, -1).T
+        mq = model.prior_mean + A.T @ p["q_mu"].reshape(L, -1).T
     elif vm == "constant":
         mq = np.broadcast_to(p["mean_constant"].reshape(1, L), (len(X), L))
     else:
@@ -207,6 +207,16 @@ def test_q_moments_match_dense(vk, vm):
     np.testing.assert_allclose(cov, Kq[0], rtol=1e-8, atol=1e-10)
     _, v = model.predict_f(X)
     np.testing.assert_allclose(v, np.diag(Kq[0]), rtol=1e-8, atol=1e-10)
+
+
+def test_prior_mean_offsets_p_and_the_svgp_mean():
+    X, y, _ = data()
+    model = make("projected-kl", prior_mean=0.7)
+    mq, _ = q_dense(model, X)
+    np.testing.assert_allclose(model.predict_f(X)[0], mq[:, 0], rtol=1e-12)
+    mp, _, _ = model.regulariser_moments(X)
+    np.testing.assert_allclose(mp[:, 0], 0.7)
+    fd_check(model, X, y)
 
 
 def test_projected_kl_against_monte_carlo():

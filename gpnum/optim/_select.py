@@ -54,7 +54,7 @@ class InducingSelection:
 
 
 def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxiter=200,
-                    noise_floor=1e-4):
+                    noise_floor=1e-4, method="gpr"):
     """Seed 001's Algorithm 2: greedy variance <-> type-II ML until the set is stable.
 
     ``Z_0 = GreedyVariance(X, k_theta0)``; then repeat: fit ``theta`` by maximising the exact GP
@@ -78,6 +78,11 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
         Rounds of fitting and reselection at most.
     maxiter : int
         L-BFGS-B iterations per fit.
+    method : {"gpr", "sgpr"}
+        The type-II objective: ``"gpr"`` (the seed's) the exact marginal likelihood of the
+        selected points and their responses, O(m^3); ``"sgpr"`` (Burt et al. 2020's own
+        alternation) Titsias' collapsed bound on all ``n`` points with ``Z`` held at the
+        selection, O(n m^2) per iteration: slower, but the kernel sees all the data.
     noise_floor : float
         Smallest noise variance, relative to the variance of ``y``: with few points the
         marginal likelihood can prefer interpolation (noise -> 0); the noise is then held at the
@@ -88,7 +93,10 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     InducingSelection
     """
     from gpnum.optim._fit import fit
-    from gpnum.variational import GPR
+    from gpnum.variational import GPR, SGPR
+
+    if method not in ("gpr", "sgpr"):
+        raise ValueError(f"method: expected 'gpr' or 'sgpr', got {method!r}")
 
     xp = B.get_namespace(X)
     noise_floor = float(noise_floor) * float(xp.mean((y - xp.mean(y)) ** 2))
@@ -99,7 +107,12 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     it = 0
     for it in range(1, int(max_iter) + 1):
         take = lambda a: xp.take(a, idx, axis=0)  # noqa: E731
-        gpr = GPR(kernel, likelihood, take(X), take(y), mean=mean)
+        if method == "gpr":
+            gpr = GPR(kernel, likelihood, take(X), take(y), mean=mean)
+            fixed = ()
+        else:
+            gpr = SGPR(kernel, likelihood, X, y, take(X), mean=mean)
+            fixed = ("inducing_points",)
         start = gpr.parameters()
         with warnings.catch_warnings():
             # A fit stopped by maxiter still improves the kernel; the set test decides.
@@ -108,12 +121,13 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
             # overflow there is scored as an infinitely bad point, not worth a warning.
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
-                fit(gpr, maxiter=maxiter, progress=False)
+                fit(gpr, maxiter=maxiter, progress=False, fixed=fixed)
             except (ValueError, NotPSDError):
                 # m points can be interpolated: the marginal likelihood then drives the noise
                 # to 0 (softplus underflows). Hold it at the floor and fit the kernel alone.
                 gpr.set_parameters({**start, "likelihood.variance": noise_floor})
-                fit(gpr, maxiter=maxiter, progress=False, fixed=("likelihood.variance",))
+                fit(gpr, maxiter=maxiter, progress=False,
+                    fixed=fixed + ("likelihood.variance",))
         if float(likelihood.variance) < noise_floor:
             likelihood.variance = noise_floor
         mean = gpr.mean

@@ -344,7 +344,9 @@ def make_variational_kernel(name):
 
 
 class SVGPMean:
-    """``m_Q(x) = a(x)^T q_mu`` (seed 001 eq. "svgp-mean", whitened), ``q_mu`` (m,) or (L, m)."""
+    """``m_Q(x) = c + a(x)^T q_mu`` (seed 001 eq. "svgp-mean", whitened), ``q_mu`` (m,) or
+    (L, m); ``c`` is the regulariser's constant ``prior_mean`` (0 by default), fixed, so that
+    Q starts at P."""
 
     names = ("q_mu",)
 
@@ -356,7 +358,7 @@ class SVGPMean:
         return model.q_mu[None, :] if model.q_mu.ndim == 1 else model.q_mu
 
     def forward(self, model, X, A):
-        return A.T @ self._mu(model).T, {"A": A}
+        return model.prior_mean + A.T @ self._mu(model).T, {"A": A}
 
     def backward(self, model, cache, g_m):
         g = (cache["A"] @ g_m).T  # (L, m)
