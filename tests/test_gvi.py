@@ -488,3 +488,24 @@ def test_checkpoint_round_trip(tmp_path, vk, vm, mode):
     # Training resumes from the saved optimiser state.
     gpnum.fit(loaded, X, y, optimizer="adam", epochs=3, batch_size=5, progress=False,
               resume=True)
+
+
+@pytest.mark.parametrize("vk", KERNELS)
+@pytest.mark.parametrize("vm", MEANS)
+def test_objective_and_gradients_on_every_backend(vk, vm, xp, dtype, device):
+    """Every kernel x mean runs on each backend and dtype and agrees with the NumPy float64
+    values (whose gradients the finite-difference tests above check)."""
+    X, y, Z = data(n=7)
+    tol = 2e-3 if dtype == xp.float32 else 1e-9
+    for div in ("wasserstein", "projected-kl"):
+        ref = make(div, vk, vm)
+        model = make(div, vk, vm, xp=xp, dtype=dtype, device=device, randomise=False)
+        model.set_parameters({k: B.asarray(v, dtype=dtype, xp=xp, device=device)
+                              for k, v in np_params(ref).items() if not k.startswith("kernel.")})
+        v0, g0 = ref.objective_and_grad(X, y)
+        v1, g1 = model.objective_and_grad(B.asarray(X, dtype=dtype, xp=xp, device=device),
+                                          B.asarray(y, dtype=dtype, xp=xp, device=device))
+        np.testing.assert_allclose(float(v1), float(v0), rtol=tol)
+        for k in g0:
+            a, b = B.to_numpy(g1[k]).astype(np.float64), B.to_numpy(g0[k])
+            assert np.linalg.norm(a - b) <= tol * max(np.linalg.norm(b), 1.0), k
