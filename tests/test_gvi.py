@@ -443,6 +443,12 @@ def test_renyi_above_one_where_infinite_says_which_alpha_works():
         model.objective_and_grad(X, y)
 
 
+def test_fit_with_natural_gradients_says_to_use_adam():
+    X, y, _ = data()
+    with pytest.raises(ValueError, match="optimizer='adam'"):
+        gpnum.fit(make("projected-kl"), X, y, epochs=1, progress=False)
+
+
 def test_fixed_sparse_posterior_indefinite_error_names_the_kernel():
     X, y, _ = data()
     model = make("wasserstein", "fixed-sparse-posterior", randomise=False)

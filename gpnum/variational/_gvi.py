@@ -419,7 +419,10 @@ class GVI(ComposedParameters):
         """``(N / b) sum_i E_Q[log p(y_i | f_i)] - D(Q, P)`` on a batch (0-d array)."""
         return self.objective_and_grad(X, y)[0]
 
-    def objective_and_grad(self, X, y, *, validate=True):
+    def to_cholesky(self) -> None:
+        """No-op: GVI holds q in one form (``gpnum.fit`` asks models for this form)."""
+
+    def objective_and_grad(self, X, y, *, validate=True, return_data=False):
         """The objective to maximise and its gradients.
 
         ``(N / b) sum_i E_Q[log p(y_i | f_i)] - D_batch(Q, P)``: minus the empirical risk
@@ -433,6 +436,10 @@ class GVI(ComposedParameters):
             fixed), natural form.
         """
         xp = self.xp
+        if return_data:
+            raise ValueError("GVI has no natural-gradient step (its objective is not an ELBO "
+                             "and its q is not SVGP's): train it with gpnum.fit(..., "
+                             "optimizer='adam')")
         if validate:
             X = self._check_X(X)
             y = self._check_y(y, X.shape[0])
