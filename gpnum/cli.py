@@ -107,6 +107,7 @@ def _add_training_args(p, *, compare=False):
         model.add_argument("--num-inducing", type=_int_list, default=[250, 500, 1000],
                            metavar="M1,M2,...",
                            help="inducing-point counts to compare (default: 250,500,1000)")
+    _add_gvi_args(p, compare)
     train = p.add_argument_group("training")
     train.add_argument("--optimizer", choices=("ngd", "adam"), default="ngd",
                        help="'ngd': natural gradients for q alternating with Adam for the rest; "
@@ -237,7 +238,7 @@ def _load_data(args, xp, dtype):
     return ds, X, y
 
 
-def _make_model(args, ds, X, num_inducing, whitening, xp, dtype):
+def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None):
     import numpy as np
 
     import gpnum
@@ -261,11 +262,155 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype):
         lik = likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
     if num_inducing > X.shape[0]:
         raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
+    if getattr(args, "objective", "svgp") != "svgp":
+        return _make_gvi(args, X, y, kern, lik, lik_name, num_inducing, xp, dtype), lik_name
     Z = gpnum.inducing.kmeans(X, num_inducing, seed=args.seed)
     ciq = {"num_quad": args.ciq_num_quad, "rtol": args.ciq_rtol, "maxiter": args.ciq_maxiter}
     return gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], whitening=whitening,
                       jitter=_jitter(args, xp, dtype),
                       ciq_options=ciq if whitening == "ciq" else None), lik_name
+
+
+# ----------------------------------------------------------------------------- GVI (issue 20)
+_OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-hellinger",
+               "pgvi-kl", "pgvi-renyi")
+
+
+def _add_gvi_args(p, compare):
+    from gpnum.variational._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+
+    g = p.add_argument_group("generalised variational inference (gpnum.GVI)")
+    if compare:
+        g.add_argument("--objectives", default=None, metavar="O1,O2,...",
+                       help="compare training objectives instead of whitenings: any of "
+                            f"{', '.join(_OBJECTIVES)} (e.g. svgp,gwi,pgvi-bhattacharyya); "
+                            "writes one table and one figure")
+    else:
+        g.add_argument("--objective", choices=_OBJECTIVES, default="svgp",
+                       help="'svgp' (the ELBO) or a GVI objective: 'gwi' (Wasserstein "
+                            "regulariser) or 'pgvi-<D>' (projected D) (default: %(default)s)")
+    g.add_argument("--regulariser-mode", choices=("prior", "posterior"), default="prior",
+                   help="the regulariser GP: the prior, or the exact posterior given the "
+                        "responses at Z (default: %(default)s)")
+    g.add_argument("--variational-kernel", choices=VARIATIONAL_KERNELS, default="svgp-cholesky",
+                   help="Q's kernel (default: %(default)s)")
+    g.add_argument("--variational-mean", choices=VARIATIONAL_MEANS, default="svgp",
+                   help="Q's mean (default: %(default)s)")
+    g.add_argument("--no-eigen-term", action="store_true",
+                   help="gwi: drop the Wasserstein cross term (the O(b) variant)")
+    g.add_argument("--renyi-alpha", type=_positive_float, default=0.5,
+                   help="pgvi-renyi: the order alpha, not 1 (default: %(default)s)")
+    g.add_argument("--select-rounds", type=_positive_int, default=5, metavar="R",
+                   help="rounds of Algorithm 2 (greedy variance <-> type-II ML) at most "
+                        "(default: %(default)s)")
+    # Adam moves all of q here (SVGP's q gets natural gradients): at --lr 0.03 q_mu is still
+    # far from converged after 20 epochs on elevators (m = 200: test NLL 0.58 vs 0.52 at 0.1).
+    g.add_argument("--gvi-lr", type=_positive_float, default=0.1,
+                   help="Adam learning rate of GVI objectives (default: %(default)s)")
+    g.add_argument("--regulariser-fit", choices=("algorithm2", "svgp"), default="algorithm2",
+                   help="how the regulariser's kernel and Z are fitted: the seed's Algorithm 2, "
+                        "or an SVGP trained first with the same options (its kernel and "
+                        "inducing points; its predictive mean at Z as the responses there) "
+                        "(default: %(default)s)")
+    g.add_argument("--select-method", choices=("gpr", "sgpr"), default="gpr",
+                   help="Algorithm 2's type-II objective: the exact GP on the selected points "
+                        "(the seed's) or the SGPR bound on all points (Burt et al.'s) "
+                        "(default: %(default)s)")
+    g.add_argument("--temper", action="store_true",
+                   help="learn the predictive-variance scale on the validation set (10%% of "
+                        "the training set is held out for it when the split has none)")
+
+
+def _gvi_divergence(objective):
+    return "wasserstein" if objective == "gwi" else "projected-" + objective[len("pgvi-"):]
+
+
+def _make_gvi(args, X, y, kern, lik, lik_name, m, xp, dtype):
+    """The seed-001 pipeline: Algorithm 2 picks Z and fits the regulariser's kernel on
+    (Z, y_Z) by type-II ML; Q starts at P and is trained by :func:`gpnum.fit` (Adam)."""
+    import gpnum
+    from gpnum import likelihoods
+
+    if args.objective == "pgvi-renyi" and args.renyi_alpha == 1.0:
+        raise CLIError("--renyi-alpha 1: alpha: the Renyi order must lie in (0, 1) or "
+                       "(1, inf) (alpha = 1 is pgvi-kl)")
+    if lik_name not in ("gaussian", "bernoulli"):
+        raise CLIError(f"--objective {args.objective}: GVI supports the Gaussian and Bernoulli "
+                       f"likelihoods here, not {lik_name!r}")
+    device = gpnum.backend.device_of(X)
+    if args.regulariser_fit == "svgp":
+        return _gvi_from_svgp(args, X, y, kern, lik, m, xp, dtype)
+    # Type-II ML needs real responses: labels {0, 1} as -1 / +1.
+    y_reg = y if lik_name == "gaussian" else 2.0 * y - 1.0
+    noise = likelihoods.Gaussian(variance=0.1, xp=xp, dtype=dtype, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
+        sel = gpnum.optim.select_inducing(X, y_reg, kern, noise, m, max_iter=args.select_rounds,
+                                          method=args.select_method,
+                                          maxiter=200 if args.select_method == "gpr" else 100)
+    print(f"Algorithm 2: {sel.num_iter} round(s), "
+          f"{'settled' if sel.converged else 'not settled (kept the last set)'}", flush=True)
+    extra = {}
+    if args.regulariser_mode == "posterior":
+        extra = {"inducing_targets": sel.inducing_targets,
+                 "regulariser_noise": max(float(noise.variance), 1e-4),
+                 "prior_mean": float(sel.mean)}
+    return gpnum.GVI(sel.kernel, lik, sel.inducing_points, num_data=X.shape[0],
+                     divergence=_gvi_divergence(args.objective), mode=args.regulariser_mode,
+                     variational_kernel=args.variational_kernel,
+                     variational_mean=args.variational_mean,
+                     alpha=args.renyi_alpha, eigen_term=not args.no_eigen_term,
+                     jitter=_jitter(args, xp, dtype), seed=args.seed, **extra)
+
+
+def _gvi_from_svgp(args, X, y, kern, lik, m, xp, dtype):
+    """The regulariser from a trained SVGP: its kernel and inducing points (held fixed), and
+    in posterior mode its predictive mean at Z as the responses and its noise variance."""
+    import gpnum
+
+    Z = gpnum.inducing.kmeans(X, m, seed=args.seed)
+    svgp = gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], jitter=_jitter(args, xp, dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
+        gpnum.fit(svgp, X, y, epochs=args.epochs, batch_size=args.batch_size,
+                  optimizer=args.optimizer, lr=args.lr, gamma=args.gamma, progress=False,
+                  seed=args.seed)
+    print("regulariser: kernel and Z of an SVGP trained first", flush=True)
+    Z = svgp.inducing_points
+    extra = {}
+    if args.regulariser_mode == "posterior":
+        extra = {"inducing_targets": svgp.predict_f(Z)[0],
+                 "regulariser_noise": max(float(getattr(lik, "variance", 1e-2)), 1e-4)}
+    # Q's likelihood starts afresh: the SVGP's was fitted to the SVGP's q.
+    lik_q = type(lik)(**({"variance": 0.693} if hasattr(lik, "variance") else {}),
+                      xp=xp, dtype=dtype, device=gpnum.backend.device_of(X))
+    return gpnum.GVI(svgp.kernel, lik_q, Z, num_data=X.shape[0],
+                     divergence=_gvi_divergence(args.objective), mode=args.regulariser_mode,
+                     variational_kernel=args.variational_kernel,
+                     variational_mean=args.variational_mean, alpha=args.renyi_alpha,
+                     eigen_term=not args.no_eigen_term, jitter=_jitter(args, xp, dtype),
+                     prior_mean=float(svgp.mean), seed=args.seed, **extra)
+
+
+def _temper_split(args, ds, X, y, xp):
+    """Training data and the tempering validation set: the split's own validation part, or
+    (when it has none) a seeded 10% of the training points, then held out from training."""
+    if not getattr(args, "temper", False):
+        return X, y, None, None
+    if ds.X_val.shape[0] > 0:
+        return X, y, ds.X_val, ds.y_val
+    import numpy as np
+
+    from gpnum import backend as B
+
+    n = X.shape[0]
+    perm = np.random.default_rng(args.seed + 1).permutation(n)
+    k = max(1, n // 10)
+    dev = B.device_of(X)
+    val = B.asarray(np.sort(perm[:k]), dtype=xp.int64, xp=xp, device=dev)
+    tr = B.asarray(np.sort(perm[k:]), dtype=xp.int64, xp=xp, device=dev)
+    return (xp.take(X, tr, axis=0), xp.take(y, tr, axis=0), xp.take(X, val, axis=0),
+            xp.take(y, val, axis=0))
 
 
 def _jitter(args, xp, dtype):
@@ -284,26 +429,38 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, mode
 
     t0 = time.perf_counter()
     resume = model is not None
+    is_gvi = (isinstance(model, gpnum.GVI) if resume
+              else getattr(args, "objective", "svgp") != "svgp")
+    # Every objective trains on the same points (a held-out tempering set included).
+    X, y, X_tv, y_tv = _temper_split(args, ds, X, y, xp)
     if resume:
         lik_name = type(model.likelihood).__name__.lower()
     else:
-        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype)
+        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y)
     t_init = time.perf_counter() - t0
-    sched = step_decay(args.lr, args.lr_decay) if args.lr_decay else None
+    lr = args.gvi_lr if is_gvi else args.lr
+    sched = step_decay(lr, args.lr_decay) if args.lr_decay else None
     has_val = ds.X_val.shape[0] > 0
     t1 = time.perf_counter()
     with warnings.catch_warnings():
         # fit's one summary ConvergenceWarning is reported in the metrics instead.
         warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
         hist = gpnum.fit(model, X, y, epochs=args.epochs, batch_size=args.batch_size,
-                         optimizer=args.optimizer, lr=args.lr, gamma=args.gamma,
+                         optimizer="adam" if is_gvi else args.optimizer,
+                         lr=lr,
+                         gamma=args.gamma,
                          ngd_method=args.ngd_method, lr_schedule=sched,
                          X_val=ds.X_val if has_val else None,
                          y_val=ds.y_val if has_val else None, progress=progress,
                          seed=args.seed, resume=resume, callbacks=callbacks)
     train_time = time.perf_counter() - t1
+    extra = {}
+    if is_gvi and X_tv is not None:
+        t2 = time.perf_counter()
+        extra["temper_scale"] = gpnum.backend.to_numpy(model.temper(X_tv, y_tv)).tolist()
+        extra["temper_time_s"] = time.perf_counter() - t2
     test = gpnum.optim.evaluate(model, ds.X_test, ds.y_test)
-    return model, lik_name, hist, {
+    return model, lik_name, hist, {**extra,
         "test": test, "train_time_s": train_time, "init_time_s": t_init,
         "num_steps": hist.num_steps,
         "time_per_step_s": train_time / max(hist.num_steps, 1),
@@ -477,9 +634,10 @@ def run_fit(args):
     model = _resume_model(args, X, dtype, xp) if args.resume is not None else None
     name = os.path.basename(args.csv) if args.csv else args.dataset
     m = args.num_inducing if model is None else model.num_inducing
-    whitening = args.whitening if model is None else model.whitening
+    whitening = args.whitening if model is None else getattr(model, "whitening", "-")
     print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
           f"n_test={ds.X_test.shape[0]}), m={m}, whitening={whitening}, "
+          f"objective={args.objective}, "
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
     if model is not None:
@@ -555,6 +713,8 @@ def run_compare(args):
     _prepare_out(args.out)
     ds, X, y = _load_data(args, xp, dtype)
     name = os.path.basename(args.csv) if args.csv else args.dataset
+    if getattr(args, "objectives", None) is not None:
+        return _compare_objectives(args, ds, X, y, xp, dtype, name)
     rows = []
     for m in args.num_inducing:
         for whitening in ("cholesky", "ciq"):
@@ -586,6 +746,79 @@ def run_compare(args):
         written += ["compare_time.png", "compare_nll.png"]
     print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
     return 0
+
+
+def _objective_list(text):
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if t not in _OBJECTIVES]
+    if not names or bad:
+        raise CLIError(f"--objectives: expected comma-separated names from "
+                       f"{', '.join(_OBJECTIVES)}, got {text!r}")
+    return names
+
+
+def _compare_objectives(args, ds, X, y, xp, dtype, name):
+    """``gpnum compare --objectives``: one row per (objective, m), one table, one figure."""
+    objectives = _objective_list(args.objectives)
+    rows = []
+    for m in args.num_inducing:
+        for obj in objectives:
+            args.objective = obj
+            label = obj + (" (no cross term)" if obj == "gwi" and args.no_eigen_term else "")
+            if obj != "svgp" and args.regulariser_fit == "svgp":
+                label += " [P from SVGP]"
+            print(f"{name}: m={m} {label} ...", flush=True)
+            model, _, hist, res = _train(args, ds, X, y, m, "cholesky", xp, dtype, False)
+            row = {"objective": label, "m": m,
+                   **{f"test_{k}": v for k, v in res["test"].items()},
+                   "init_time_s": res["init_time_s"], "train_time_s": res["train_time_s"],
+                   "wall_time_s": (res["init_time_s"] + res["train_time_s"]
+                                   + res.get("temper_time_s", 0.0)),
+                   "time_per_step_s": res["time_per_step_s"], "num_steps": res["num_steps"],
+                   "tempered": "temper_scale" in res}
+            rows.append(row)
+            print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s  "
+                  f"time/step={1e3 * res['time_per_step_s']:.1f} ms", flush=True)
+    del args.objective
+    keys = list(rows[0])
+    with open(os.path.join(args.out, "objectives.md"), "w") as f:
+        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
+                                      for k in keys) + " |\n")
+    with open(os.path.join(args.out, "objectives.json"), "w") as f:
+        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
+                   "environment": _environment()}, f, indent=2)
+    written = ["objectives.md", "objectives.json"]
+    if _have_matplotlib():
+        _plot_objectives(os.path.join(args.out, "objectives.png"), rows, name)
+        written.append("objectives.png")
+    print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
+    return 0
+
+
+def _plot_objectives(path, rows, name):
+    """Test NLL (and RMSE or accuracy) per objective and m beside training time per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = "test_rmse" if "test_rmse" in rows[0] else "test_accuracy"
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    labels = [f"{r['objective']}\nm={r['m']}" for r in rows]
+    pos = range(len(rows))
+    for ax, key, title in ((axes[0], "test_nll", "test NLL"),
+                           (axes[1], metric, metric.replace("_", " ")),
+                           (axes[2], "time_per_step_s", "time per step (s)")):
+        ax.bar(pos, [r[key] for r in rows], color=[f"C{i % 10}" for i in pos])
+        ax.set_xticks(list(pos))
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle(f"{name}: training objectives")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _plot_compare(out, rows, name):
