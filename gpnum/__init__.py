@@ -5,9 +5,20 @@ from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeErr
 from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # noqa: E402
 from gpnum.variational import GPR, GVI, SGPR, SVGP  # noqa: E402
 from gpnum import hmm, inducing, optim  # noqa: E402
-from gpnum.optim import fit  # noqa: E402
 from gpnum.checkpoint import load, save  # noqa: E402
 from gpnum import distributed  # noqa: E402  (Dask itself is imported on first use)
+
+
+def fit(model, X=None, y=None, *, client=None, **kwargs):
+    """Train a model: :func:`gpnum.optim.fit`, or with ``client=`` (a ``distributed.Client``)
+    :func:`gpnum.distributed.fit` on dask arrays ``X``, ``y`` whose rows stay on the workers.
+
+    Every keyword of :func:`gpnum.optim.fit` is accepted (see there); the distributed form
+    trains with Adam.
+    """
+    if client is not None:
+        return distributed.fit(model, X, y, client, **kwargs)
+    return optim.fit(model, X, y, **kwargs)
 
 __version__ = "0.1.0"
 
