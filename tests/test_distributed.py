@@ -78,6 +78,30 @@ def test_twenty_steps_follow_the_single_process_run(client):
     assert dist.training_state.step == 20
 
 
+def test_natural_gradient_steps_follow_the_single_process_run(client):
+    X, y = _data()
+    single, dist = _model(X), _model(X)
+    opts = dict(optimizer="ngd", gamma=0.3, epochs=4, batch_size=120, lr=0.05, seed=5,
+                progress=False)
+    h1 = gpnum.fit(single, X, y, **opts)
+    h2 = gpnum.fit(dist, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200),
+                   client=client, **opts)
+    assert h1.num_steps == h2.num_steps == 20
+    np.testing.assert_allclose(h2.step_elbo, h1.step_elbo, rtol=1e-8)
+    p1, p2 = single.parameters(), dist.parameters()
+    for k in p1:
+        assert _rel(p2[k], p1[k]) < 1e-8, k
+    # the statistics themselves: sums over the workers' chunks equal the batch's in memory
+    rows = np.arange(0, 600, 7)
+    _, _, data = gpnum.distributed.objective_and_grad(
+        single, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200), client,
+        rows=rows, return_data=True)
+    ref = gpnum.optim.natural_statistics(single.objective_and_grad(X[rows], y[rows],
+                                                                   return_data=True)[2])
+    for k in ref:
+        assert _rel(data["natural_statistics"][k], ref[k]) < 1e-10, k
+
+
 def test_bad_input(client):
     X, y = _data(n=50)
     Xd, yd = da.from_array(X, chunks=(25, 3)), da.from_array(y, chunks=25)
@@ -89,8 +113,10 @@ def test_bad_input(client):
         gpnum.distributed.objective_and_grad(model, Xd, yd, client, rows=np.array([0, 50]))
     with pytest.raises(gpnum.ShapeError, match="same n"):
         gpnum.distributed.objective_and_grad(model, Xd, yd[:40], client)
-    with pytest.raises(ValueError, match="adam"):
-        gpnum.distributed.fit(model, Xd, yd, client, optimizer="ngd")
+    with pytest.raises(ValueError, match="'ngd' or 'adam'"):
+        gpnum.distributed.fit(model, Xd, yd, client, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="dense"):
+        gpnum.distributed.fit(model, Xd, yd, client, ngd_method="krylov")
 
 
 def test_a_killed_worker_does_not_lose_the_run(client):

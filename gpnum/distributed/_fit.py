@@ -32,14 +32,15 @@ class _RowsModel:
         return rows, y
 
     def objective_and_grad(self, rows, y, *, validate=True, return_data=False):
-        if return_data:
-            raise ValueError("gpnum.distributed.fit trains with Adam: natural gradients need "
-                             "the per-point statistics on the driver")
         idx = np.asarray(B.to_numpy(rows))[:, 0]
-        return objective_and_grad(self._model, self._X, self._y, self._client, rows=idx)
+        clip = True
+        if return_data:  # natural gradients: the step's statistics, summed over the workers
+            clip = self.__dict__["training_state"].ngd.clip_curvature
+        return objective_and_grad(self._model, self._X, self._y, self._client, rows=idx,
+                                  return_data=return_data, clip_curvature=clip)
 
 
-def fit(model, X, y, client, *, optimizer="adam", resume=False, **kwargs):
+def fit(model, X, y, client, *, optimizer="ngd", resume=False, **kwargs):
     """Train ``model`` on dask arrays ``X`` (n, d), ``y`` (n,) with ``client``'s workers.
 
     The loop is :func:`gpnum.fit`'s (same arguments: ``epochs``, ``batch_size``, ``lr``,
@@ -47,8 +48,9 @@ def fit(model, X, y, client, *, optimizer="adam", resume=False, **kwargs):
     the same minibatches from the same seed, and each step's objective and gradients come from
     :func:`gpnum.distributed.objective_and_grad`, so the parameters follow the single-process
     run up to the order of floating-point sums. ``X`` and ``y`` are persisted on the cluster
-    once. Only ``optimizer="adam"``: the natural-gradient step needs per-point statistics
-    gathered on the driver (not yet distributed).
+    once. ``optimizer="ngd"`` (default, as :func:`gpnum.fit`) gathers each batch's
+    natural-gradient statistics from the workers (O(m^2) each, summed on the driver, which
+    takes the step); only ``ngd_method="dense"``. Or ``optimizer="adam"``.
 
     Returns
     -------
@@ -56,8 +58,11 @@ def fit(model, X, y, client, *, optimizer="adam", resume=False, **kwargs):
         As :func:`gpnum.fit`; ``model.training_state`` is set, so :func:`gpnum.save` writes a
         checkpoint that either this function or :func:`gpnum.fit` can resume.
     """
-    if optimizer != "adam":
-        raise ValueError(f"gpnum.distributed.fit: optimizer='adam' only, got {optimizer!r}")
+    if optimizer not in ("ngd", "adam"):
+        raise ValueError(f"gpnum.distributed.fit: optimizer 'ngd' or 'adam', got {optimizer!r}")
+    if optimizer == "ngd" and kwargs.get("ngd_method", "dense") != "dense":
+        raise ValueError("gpnum.distributed.fit: ngd_method='dense' only (the Krylov method "
+                         "solves against q's precision on every point's statistics)")
     _check_model(model)
     import distributed
 
@@ -74,7 +79,7 @@ def fit(model, X, y, client, *, optimizer="adam", resume=False, **kwargs):
                      device=model.device)
     labels = B.asarray(np.zeros(n), dtype=model.dtype, xp=model.xp, device=model.device)
     try:
-        history = _fit(proxy, rows, labels, optimizer="adam", resume=resume, **kwargs)
+        history = _fit(proxy, rows, labels, optimizer=optimizer, resume=resume, **kwargs)
     finally:
         state = proxy.__dict__.get("training_state")
         if state is not None:

@@ -15,7 +15,10 @@ from gpnum import backend as B
 from gpnum.checkpoint import model_from_state, model_state
 from gpnum.errors import ShapeError, describe_shape
 
-__all__ = ["objective_and_grad", "row_chunks"]
+__all__ = ["chunk_futures", "objective_and_grad", "row_chunks"]
+
+# Seconds a scatter of the model state may take before the evaluation is retried.
+_SCATTER_TIMEOUT = 30
 
 
 def _require_dask():
@@ -72,21 +75,30 @@ def chunk_futures(persisted):
     return [by_key[k] for k in flat(persisted.__dask_keys__())]
 
 
-def _chunk_data_term(state, Xc, yc, rows, scale):
+def _chunk_data_term(state, Xc, yc, rows, scale, natural):
     """On a worker: ``objective - prior`` and its gradients on the chunk's ``rows`` (local
-    indices, or all rows), as host arrays. The worker's own ``GPNUM_BACKEND`` computes."""
+    indices, or all rows), as host arrays, and with ``natural`` (the curvature clip flag) the
+    chunk's natural-gradient statistics. The worker's own ``GPNUM_BACKEND`` computes."""
+    from gpnum.optim import natural_statistics
+
     config, arrays = state
     model = model_from_state(config, arrays, where="gpnum.distributed")
     if rows is not None:
         Xc, yc = Xc[rows], yc[rows]
-    value, grads = model.objective_and_grad(Xc, yc, scale=scale)
+    if natural is None:
+        value, grads = model.objective_and_grad(Xc, yc, scale=scale)
+        stats = None
+    else:
+        value, grads, data = model.objective_and_grad(Xc, yc, scale=scale, return_data=True)
+        stats = {k: B.to_numpy(v) for k, v in natural_statistics(data, natural).items()}
     p_value, p_grads = model.prior_term_and_grad()
     out = {k: B.to_numpy(g - p_grads[k]) if k in p_grads else B.to_numpy(g)
            for k, g in grads.items()}
-    return float(value - p_value), out
+    return float(value - p_value), out, stats
 
 
-def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3):
+def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
+                       return_data=False, clip_curvature=True):
     """The model's objective and gradients with the data term computed where the rows are.
 
     Parameters
@@ -100,6 +112,12 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3)
     scale : float, optional
         Multiplies the data term (default ``model.num_data / b``, as
         ``model.objective_and_grad`` on the same rows in memory).
+    return_data : bool
+        Also return the natural-gradient statistics of the batch (summed over the workers'
+        chunks: :func:`gpnum.optim.natural_statistics` with ``clip_curvature``), in the form
+        :meth:`gpnum.optim.NaturalGradient.step` takes as ``data``; dense natural gradients
+        (q in the Cholesky form) only.
+    clip_curvature : bool
     retries : int
         Attempts after the first when the cluster loses a worker during the evaluation (a
         closed connection while scattering, tasks cancelled with their inputs). Dask itself
@@ -113,6 +131,8 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3)
         Equal to ``model.objective_and_grad(X[rows], y[rows])[0]`` up to the order of the sums.
     grads : dict
         Keyed like ``model.parameters()``, in the model's namespace and device.
+    data : dict
+        Only with ``return_data=True``: ``natural_statistics`` and ``cache["q_mean"]``.
 
     Raises
     ------
@@ -122,8 +142,9 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3)
     Notes
     -----
     The model travels as its checkpoint state (:func:`gpnum.checkpoint.model_state`: settings
-    and parameter arrays, O(m^2)), scattered once per call with ``broadcast=True`` so that
-    every worker receives one copy however many chunks it holds. Each worker rebuilds the model
+    and parameter arrays, O(m^2)), scattered once per call to one worker; the others fetch it
+    from there when their first chunk needs it, so every worker receives one copy however
+    many chunks it holds. Each worker rebuilds the model
     (its ``K_ZZ`` factorisation included) for its chunks: the O(m^3) work is repeated per chunk,
     not divided, and chunks should hold many more rows than ``m``.
     """
@@ -146,12 +167,16 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3)
         b = rows.size
     if scale is None:
         scale = model.num_data / b
+    natural = bool(clip_curvature) if return_data else None
+    if return_data and model.variational_form != "cholesky":
+        raise ValueError("return_data: the distributed natural-gradient statistics are for q in "
+                         "the Cholesky form (ngd_method='dense')")
     from distributed import CancelledError
     from distributed.comm import CommClosedError
 
     for attempt in range(int(retries) + 1):
         try:
-            parts = _evaluate(model, X, y, client, groups, scale)
+            parts = _evaluate(model, X, y, client, groups, scale, natural)
             break
         except (CommClosedError, CancelledError, OSError) as exc:
             if attempt == int(retries):
@@ -160,15 +185,17 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3)
                                    "cluster keeps losing workers; resume from the last "
                                    "checkpoint once it is healthy") from exc
             client.wait_for_workers(1, timeout=60)
-    return _assemble(model, parts)
+    return _assemble(model, parts, natural is not None)
 
 
-def _evaluate(model, X, y, client, groups, scale):
+def _evaluate(model, X, y, client, groups, scale, natural):
     """The workers' (data value, data gradients) for each chunk with rows in the batch."""
     # One future for the whole state, under a fresh key: content-hashed keys would repeat
     # between steps (the settings do not change) and race with the previous step's release.
-    state = client.scatter([model_state(model, caller="gpnum.distributed")], broadcast=True,
-                           hash=False)[0]
+    # Scattered to one worker, from which the others fetch it peer to peer: a broadcast waits
+    # on every worker the scheduler lists, a just-killed one included (measured: it hung).
+    state = client.scatter([model_state(model, caller="gpnum.distributed")], hash=False,
+                           timeout=_SCATTER_TIMEOUT)[0]
     # Persisting an array already persisted on this client is a no-op; X and y stay referenced
     # here until the results are gathered.
     X, y = client.persist(X), client.persist(y)
@@ -178,24 +205,35 @@ def _evaluate(model, X, y, client, groups, scale):
         if local is not None and local.size == 0:
             continue
         futures.append(client.submit(_chunk_data_term, state, Xf[i], yf[i], local, scale,
-                                     pure=False))
+                                     natural, pure=False))
     return client.gather(futures)
 
 
-def _assemble(model, parts):
+def _assemble(model, parts, with_data):
     """Sum the workers' parts and add the prior term, in the model's namespace."""
     xp = model.xp
+
+    def arr(a):
+        return B.asarray(a, dtype=model.dtype, xp=xp, device=model.device)
+
     value, grads = model.prior_term_and_grad()
     params = model.parameters()
     total = {k: np.zeros(tuple(v.shape), dtype=np.float64) for k, v in params.items()}
-    data_value = 0.0
-    for v, g in parts:
+    data_value, stats = 0.0, None
+    for v, g, st in parts:
         data_value += v
-        for k, arr in g.items():
-            total[k] = total[k] + arr
+        for k, a in g.items():
+            total[k] = total[k] + a
+        if st is not None:
+            stats = dict(st) if stats is None else {
+                "AGA": stats["AGA"] + st["AGA"], "Ag_mu": stats["Ag_mu"] + st["Ag_mu"],
+                "g_var_max": np.maximum(stats["g_var_max"], st["g_var_max"])}
     out = {}
     for k, v in params.items():
-        g = B.asarray(total[k], dtype=model.dtype, xp=xp, device=model.device)
-        out[k] = g + grads[k] if k in grads else g
-    value = value + B.asarray(data_value, dtype=model.dtype, xp=xp, device=model.device)
-    return value, out
+        out[k] = arr(total[k]) + grads[k] if k in grads else arr(total[k])
+    value = value + arr(data_value)
+    if not with_data:
+        return value, out
+    data = {"natural_statistics": {k: arr(v) for k, v in stats.items()},
+            "cache": {"q_mean": model.q_cholesky()[0]}}
+    return value, out, data

@@ -33,11 +33,29 @@ from __future__ import annotations
 
 import warnings
 
-from gpnum.backend import matmul
+from gpnum.backend import get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.variational._distributions import precision_to_q_sqrt, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
+
+
+def natural_statistics(data, clip_curvature=True):
+    """The sums over a minibatch that the natural-gradient targets need.
+
+    From :meth:`gpnum.SVGP.data_term_and_grad`'s ``A`` (m, b), ``g_mu`` and ``g_var`` (b, L):
+    ``AGA`` (L, m, m) ``= A diag(g_var_l) A^T`` (with ``g_var`` clipped at 0 from above when
+    ``clip_curvature``), ``Ag_mu`` (L, m) ``= A g_mu_l`` and ``g_var_max`` (L,). Each is a sum
+    (or a maximum) over points, so the statistics of row chunks add up to the batch's: what
+    :mod:`gpnum.distributed` gathers from its workers for a natural-gradient step.
+    """
+    xp = get_namespace(data["A"])
+    A, g_mu, g_var = data["A"], data["g_mu"], data["g_var"]
+    if clip_curvature:
+        g_var = xp.minimum(g_var, xp.zeros_like(g_var))
+    AGA = xp.stack([matmul(A * g_var[:, l][None, :], A.T) for l in range(g_var.shape[1])])
+    return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(A @ g_mu),
+            "g_var_max": xp.max(g_var, axis=0)}
 
 
 class NaturalGradient:
@@ -144,11 +162,13 @@ class NaturalGradient:
             data = model.data_term_and_grad(X, y)
         gamma = self.current_gamma()
         xp = model.xp
-        A, g_mu, g_var, q_mean = data["A"], data["g_mu"], data["g_var"], data["cache"]["q_mean"]
-        if self.clip_curvature:
-            g_var = xp.minimum(g_var, xp.zeros_like(g_var))
-        m = A.shape[0]
-        eye = xp.eye(m, dtype=A.dtype, device=model.device)
+        q_mean = data["cache"]["q_mean"]
+        stats = data.get("natural_statistics")
+        if stats is None:
+            stats = natural_statistics(data, self.clip_curvature)
+        AGA, Ag_mu, g_var_max = stats["AGA"], stats["Ag_mu"], stats["g_var_max"]
+        m = AGA.shape[-1]
+        eye = xp.eye(m, dtype=AGA.dtype, device=model.device)
         new_t1, new_P = [], []
         acc_t1, acc_P = [], []
         if self.method == "dense":
@@ -163,10 +183,9 @@ class NaturalGradient:
         used = gamma
         for l in range(model.num_latent):
             # Positive definite by construction (module docstring): no check solve needed.
-            certain = self.method == "krylov" and float(xp.max(g_var[:, l])) <= 0.0
-            AG = A * g_var[:, l][None, :]
-            target_P = eye - 2.0 * matmul(AG, A.T)
-            target_t1 = A @ g_mu[:, l] - 2.0 * (AG @ (A.T @ q_mean[l, ...]))
+            certain = self.method == "krylov" and float(g_var_max[l]) <= 0.0
+            target_P = eye - 2.0 * AGA[l, ...]
+            target_t1 = Ag_mu[l, ...] - 2.0 * (AGA[l, ...] @ q_mean[l, ...])
             if P is None:
                 P_l = q_sqrt_to_precision(q_sqrt[l, ...])
                 t1_l = P_l @ q_mu[l, ...]
