@@ -192,8 +192,9 @@ def chi2_quantile_and_grad(nu, u, *, grad=True):
     ``P(nu/2, r/2) = u`` at fixed ``u`` gives ``dr/dnu = -(dP/da)(a, g) / p(g; a)`` with
     ``a = nu/2`` and ``p`` the Gamma(a, 1) density; ``dP/da`` by its power series
     ``P(a, x) = sum_n x^(a+n) e^-x / Gamma(a + n + 1)``, differentiated term by term:
-    ``dP/da = sum_n t_n (log x - psi(a + n + 1))``, summed in log space until the terms are
-    below 1e-17 of the largest (``n`` up to ``x + 12 sqrt(x) + 40``).
+    ``dP/da = sum_n t_n (log x - psi(a + n + 1))`` (O(sqrt(nu)) terms) for ``u <= 1/2``; for
+    ``u > 1/2``, where that sum cancels, ``dP/da = -int_x^inf (log t - psi(a)) p(t; a) dt`` by
+    panelled Gauss-Legendre quadrature. Both sums have terms of one sign.
 
     Parameters
     ----------
@@ -218,12 +219,33 @@ def chi2_quantile_and_grad(nu, u, *, grad=True):
     if not grad:
         return 2.0 * g, None
     x = np.maximum(g, 1e-300)
-    n_max = int(np.max(x) + 12.0 * math.sqrt(float(np.max(x)) + 1.0) + 40.0)
-    n = np.arange(n_max, dtype=np.float64)[None, :]
-    logx = np.log(x)[:, None]
-    log_t = (a + n) * logx - x[:, None] - gammaln(a + n + 1.0)
-    t = np.exp(log_t)
-    dP = np.sum(t * (logx - _psi(a + n + 1.0)), axis=1)
+    dP = np.empty_like(x)
+    low = u <= 0.5
+    if np.any(low):
+        # Lower half: every term of the series is negative (log x < psi(a + 1)): no
+        # cancellation. The terms rise while x / (a + n + 1) > 1 and fall like a Gaussian of
+        # width sqrt(x) after their peak at n ~ x - a: 12 widths past it leave < 1e-30.
+        xl = x[low]
+        n_max = int(np.max(np.maximum(xl - a, 0.0) + 12.0 * np.sqrt(xl + 1.0)) + 40.0)
+        n = np.arange(n_max, dtype=np.float64)[None, :]
+        logx = np.log(xl)[:, None]
+        t = np.exp((a + n) * logx - xl[:, None] - gammaln(a + n + 1.0))
+        dP[low] = np.sum(t * (logx - _psi(a + n + 1.0)), axis=1)
+    if np.any(~low):
+        # Upper half: there the series cancels (P ~ 1, dP/da ~ 1 - u). Instead
+        # dP/da = -dQ/da = -int_x^inf (log t - psi(a)) p(t; a) dt, a positive integrand
+        # (x > median > exp(psi(a))), by 16-point Gauss-Legendre on 40 panels of the density's
+        # decay length at x (density below e^-40 of its value at x beyond them).
+        xu = x[~low]
+        slope = 1.0 - (a - 1.0) / xu
+        L = np.where(slope * np.sqrt(xu) > 1.0, 1.0 / np.maximum(slope, 1e-300), np.sqrt(xu))
+        nodes, weights = np.polynomial.legendre.leggauss(16)
+        k = np.arange(40, dtype=np.float64)[:, None]
+        s_unit = (k + 0.5 * (nodes[None, :] + 1.0)).reshape(-1)      # panel offsets in [0, 40)
+        w_unit = np.broadcast_to(0.5 * weights[None, :], (40, 16)).reshape(-1)
+        tt = xu[:, None] + L[:, None] * s_unit[None, :]
+        dens = np.exp((a - 1.0) * np.log(tt) - tt - gammaln(a))
+        dP[~low] = -np.sum(w_unit[None, :] * (np.log(tt) - _psi(a)) * dens, axis=1) * L
     log_pdf = (a - 1.0) * np.log(x) - x - gammaln(a)
     # dg/da = -dP/da / p(g); r = 2 g and a = nu / 2 make dr/dnu = dg/da.
     dr = -dP / np.exp(log_pdf)

@@ -114,6 +114,8 @@ class SVTP(ComposedParameters):
     _param_names = ("q_mu", "q_scale", "q_df", "df", "inducing_points", "mean")
     _positive = ()
     _TWO_OFFSET = ("q_df", "df")  # parameters > 2: unconstrained = softplus^-1(value - 2)
+    #: Largest ``nu_q`` a natural-gradient step moves to: q is then Gaussian to ~M / max_df.
+    max_df = 1e6
 
     def __init__(self, kernel, Z, *, num_data, df=5.0, noise_variance=0.1, kl="mc",
                  covariance="diag", q_df=None, num_samples=8, seed=0, mean=0.0, jitter=1e-6,
@@ -546,10 +548,13 @@ class SVTP(ComposedParameters):
 
         ``theta <- theta + gamma F(theta)^-1 g`` with ``g`` the ELBO's gradient (already scaled
         by ``N / b``) and ``F`` the Fisher of ``q`` (:func:`student_t_fisher_solve`, O(M)).
-        Step-size guard: a candidate is rejected, and ``gamma`` halved, unless every value is
-        finite, each ``sigma_i`` stays within a factor 2 of its current value (so ``> 0``) and
-        ``nu_q - 2`` within a factor 2 of its own (so ``nu_q > 2``): a step that only just keeps
-        ``sigma > 0`` would put ``log sigma`` at -30 and the next gradient at ``1/sigma``.
+        Step-size guard: a candidate is rejected, and its step halved, unless each ``sigma_i``
+        stays within a factor 2 of its current value (so ``> 0``) -- this step is shared by
+        ``m`` and ``sigma`` -- and, with a step of its own, ``nu_q - 2`` within a factor 2 of
+        its value (so ``nu_q > 2``) and ``nu_q <= max_df``. A step that only just kept
+        ``sigma > 0`` would put ``log sigma`` at -30 and the next gradient at ``1/sigma``. A
+        direction that is not finite gives no step at all; so does a block still outside the
+        box after ``max_rejections`` halvings.
 
         Parameters
         ----------
@@ -562,7 +567,9 @@ class SVTP(ComposedParameters):
         Returns
         -------
         gamma_used : float
+            The smaller of the two steps taken.
         num_rejected : int
+            Halvings of both blocks together.
         """
         if self.covariance != "diag":
             raise ValueError("natural gradients for SVTP need covariance='diag' (the "
@@ -575,28 +582,38 @@ class SVTP(ComposedParameters):
         delta = student_t_fisher_solve(self.q_df, self.q_scale, vec)
         d_m, d_s, d_n = delta[:M], delta[M:2 * M], delta[2 * M]
         sig, nq = self.q_scale, self.q_df
-        # The largest step inside the guard's box (sigma within a factor 2, nu_q - 2 within a
-        # factor 2): rejecting and halving from gamma lands on gamma / 2^k, the first such
-        # step below it; computed in one go (one host synchronisation instead of k).
+        # The largest steps inside the guard's box: rejecting and halving from gamma lands on
+        # gamma / 2^k, the first such step below the limit; computed in one go (one host
+        # synchronisation instead of k).
         inf = xp.asarray(float("inf"), dtype=self.dtype, device=self._device)
         lim_s = xp.where(d_s < 0.0, 0.5 * sig / xp.abs(d_s),
                          xp.where(d_s > 0.0, sig / xp.where(d_s > 0.0, d_s, 1.0), inf))
         ex = nq - 2.0
+        # Upwards, also at most to max_df: F_nunu falls like M / nu^3, so the natural step in
+        # nu_q grows like nu_q^3 once q is all but Gaussian, and would double nu_q every step.
+        up = xp.minimum(ex, self.max_df - nq)
         lim_n = xp.where(d_n < 0.0, 0.5 * ex / xp.abs(d_n),
-                         xp.where(d_n > 0.0, ex / xp.where(d_n > 0.0, d_n, 1.0), inf))
-        limit = xp.minimum(xp.min(lim_s), lim_n)
+                         xp.where(d_n > 0.0, up / xp.where(d_n > 0.0, d_n, 1.0), inf))
+        limits = xp.stack([xp.min(lim_s), lim_n])
         finite = xp.all(xp.isfinite(delta))
-        limit, finite = float(limit), bool(finite)
+        limits, finite = B.to_numpy(limits), bool(finite)
         if not finite:
             return 0.0, max_rejections + 1  # no step from a non-finite direction
-        step, rejected = float(gamma), 0
-        while not step < limit and rejected <= max_rejections:
-            step *= 0.5
-            rejected += 1
-        if rejected > max_rejections:
-            return 0.0, rejected  # no acceptable step: q unchanged this time
-        self.set_parameters({"q_mu": self.q_mu + step * d_m, "q_scale": sig + step * d_s,
-                             "q_df": nq + step * d_n})
+        steps, rejected = [], 0
+        for limit in limits:
+            # Two step sizes: (m, sigma) share the sigma box's (m's Fisher is 1/sigma^2, so
+            # its step is only sound once sigma is), nu_q has its own: its natural gradient is
+            # the noisiest (F_nunu ~ M / nu^3) and must not throttle m and sigma.
+            step, k = float(gamma), 0
+            while not step < float(limit) and k <= max_rejections:
+                step *= 0.5
+                k += 1
+            steps.append(0.0 if k > max_rejections else step)
+            rejected += k
+        step_s, step_n = steps
+        self.set_parameters({"q_mu": self.q_mu + step_s * d_m, "q_scale": sig + step_s * d_s,
+                             "q_df": nq + step_n * d_n})
+        step = min(step_s, step_n)
         return step, rejected
 
     # ------------------------------------------------------------------ prediction
