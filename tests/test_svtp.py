@@ -85,6 +85,20 @@ def test_special_functions_match_scipy(xp, device):
     np.testing.assert_allclose(B.to_numpy(trigamma(a)), sp.polygamma(1, x), rtol=1e-13, atol=0)
 
 
+def test_fisher_nu_entry_keeps_its_digits_for_large_nu():
+    """F_nunu ~ M^2 / nu^4 is a sum of three terms ~ M / nu^2: against 50-digit arithmetic."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(50):
+        for M in (1, 4, 100, 1000):
+            for nu in (2.1, 30.0, 1e3, 1e4):
+                k = nu + M
+                nu_m, k_m = mp.mpf(nu), mp.mpf(k)
+                ref = (0.25 * (mp.psi(1, nu_m / 2) - mp.psi(1, k_m / 2))
+                       + M * nu_m / (2 * (nu_m - 2) ** 2 * (k_m + 2)) - M / ((nu_m - 2) * k_m))
+                F = student_t_fisher(np.asarray(nu), np.ones(M))
+                assert abs(F[-1, -1] - float(ref)) <= 1e-7 * float(ref), (M, nu)
+
+
 @pytest.mark.parametrize("nu", [2.1, 5.0, 40.0, 300.0, 1e5])
 def test_chi2_quantile_gradient_matches_finite_differences(nu):
     # Both tails (series below the median, tail quadrature above), and the median itself.
@@ -407,3 +421,50 @@ def test_adam_trains_every_parameter_including_full_covariance():
                   progress=False)
     assert h.stopped is None and np.mean(h.step_elbo[-4:]) > h.step_elbo[0]
     assert gpnum.optim.evaluate(model, X, y)["rmse"] < 0.5
+
+
+def test_natural_gradient_step_is_the_fisher_preconditioned_gradient():
+    X, y, Z = _data()
+    model, _ = _model(Z)
+    _, grads, data = model.objective_and_grad(X, y, return_data=True)
+    before = {k: np.array(model.parameters()[k]) for k in ("q_mu", "q_scale", "q_df")}
+    M = Z.shape[0]
+    # Dense reference: the Fisher from Monte-Carlo-verified entries, solved by NumPy.
+    F = student_t_fisher(np.asarray(before["q_df"]), before["q_scale"])
+    g = np.concatenate([grads["q_mu"], grads["q_scale"], [float(grads["q_df"])]])
+    delta = np.linalg.solve(F, g)
+    used, halvings = model.natural_gradient_step(data, 1e-4)
+    assert halvings == 0 and used == 1e-4  # a small step: nothing rejected
+    np.testing.assert_allclose(np.asarray(model.q_mu), before["q_mu"] + 1e-4 * delta[:M],
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(model.q_scale),
+                               before["q_scale"] + 1e-4 * delta[M:2 * M], rtol=1e-12)
+    np.testing.assert_allclose(float(model.q_df), before["q_df"] + 1e-4 * delta[-1], rtol=1e-12)
+
+
+def test_natural_gradient_guard_rejects_and_shrinks_never_nan():
+    X, y, Z = _data()
+    model, _ = _model(Z)
+    M = Z.shape[0]
+    sigma, nq = np.array(model.q_scale), float(model.q_df)
+    # A gradient whose natural step at gamma = 1 is many times sigma and nu_q.
+    huge = {"q_mu": np.full(M, 1e6), "q_scale": np.full(M, -1e9), "q_df": np.asarray(-1e9)}
+    used, halvings = model.natural_gradient_step({"grads": huge}, 1.0)
+    assert halvings > 10 and 0.0 < used < 1e-3
+    new_sigma, new_nq = np.asarray(model.q_scale), float(model.q_df)
+    # The direction mixes sigma and nu (F couples them); the box holds whatever it is.
+    assert np.all(new_sigma > 0.5 * sigma) and np.all(new_sigma < 2.0 * sigma)
+    assert np.any(np.abs(new_sigma - sigma) > 0.1 * sigma)  # a real step, not none
+    assert 2.0 + 0.5 * (nq - 2.0) < new_nq < 2.0 + 2.0 * (nq - 2.0)
+    assert np.all(np.isfinite(np.asarray(model.q_mu)))
+    # A non-finite direction: no step at all.
+    start = {k: np.array(v) for k, v in model.parameters().items()}
+    bad = dict(huge, q_mu=np.full(M, np.nan))
+    assert model.natural_gradient_step({"grads": bad}, 1.0)[0] == 0.0
+    for k, v in start.items():
+        np.testing.assert_array_equal(np.asarray(model.parameters()[k]), v)
+    # nu_q never passes max_df, however large the step it is offered.
+    model.set_parameters({"q_df": 0.9 * model.max_df})
+    up = {"q_mu": np.zeros(M), "q_scale": np.zeros(M), "q_df": np.asarray(1.0)}  # step ~1e17
+    model.natural_gradient_step({"grads": up}, 1.0)
+    assert 0.9 * model.max_df < float(model.q_df) <= model.max_df

@@ -24,8 +24,8 @@ import numpy as np
 
 from gpnum.backend import get_namespace
 
-__all__ = ["lgamma", "digamma", "trigamma", "student_t_fisher", "student_t_fisher_solve",
-           "chi2_quantile_and_grad"]
+__all__ = ["lgamma", "digamma", "trigamma", "trigamma_difference", "student_t_fisher",
+           "student_t_fisher_solve", "chi2_quantile_and_grad"]
 
 _SHIFT = 10
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -77,6 +77,34 @@ def trigamma(x):
     return out
 
 
+# psi'(z) ~ sum_p c_p / z^p at z >= 10: (p, c_p) of 1/z + 1/(2 z^2) + sum B_2n / z^(2n+1)
+_TRIGAMMA_SERIES = ((1, 1.0), (2, 0.5), (3, 1.0 / 6.0), (5, -1.0 / 30.0), (7, 1.0 / 42.0),
+                    (9, -1.0 / 30.0), (11, 5.0 / 66.0), (13, -691.0 / 2730.0), (15, 7.0 / 6.0))
+
+
+def trigamma_difference(a, h):
+    """``psi'(a) - psi'(a + h)`` for ``a > 0``, ``h >= 0``, without cancellation.
+
+    Each term of the recurrence and of the asymptotic series is differenced in closed form
+    (``1/x^p - 1/y^p = (y - x) sum_i y^i x^(p-1-i) / (x y)^p``), so the result keeps full
+    relative precision when ``h << a``, where ``psi'(a) - psi'(a + h)`` computed as a
+    difference loses ``log10(a / h)`` digits (the Fisher's ``nu`` entry needs it for large
+    ``nu``).
+    """
+    b = a + h
+    out = 0.0 * a
+    for j in range(_SHIFT):
+        x, y = a + float(j), b + float(j)
+        out = out + h * (x + y) / (x * x * y * y)
+    x, y = a + float(_SHIFT), b + float(_SHIFT)
+    for p, c in _TRIGAMMA_SERIES:
+        num = 0.0 * a
+        for i in range(p):
+            num = num + y ** i * x ** (p - 1 - i)
+        out = out + c * h * num / (x * y) ** p
+    return out
+
+
 def _fisher_coefficients(df, sigma):
     """The scalars of the Fisher's blocks (design notes 4.6), ``k = nu + M``."""
     M = sigma.shape[0]
@@ -86,7 +114,9 @@ def _fisher_coefficients(df, sigma):
     d_ss = 2.0 * k / (k + 2.0)                                    # F_ss diagonal: d_ss / sigma^2
     c_ss = 2.0 / (k + 2.0)                                        # minus c_ss (1/s)(1/s)^T
     a_ns = 2.0 * (M + 2.0) / (k * (nu - 2.0) * (k + 2.0))         # F_nu,s_i = a_ns / sigma_i
-    f_nn = (0.25 * (trigamma(0.5 * nu) - trigamma(0.5 * k))
+    # The three terms of F_nunu are each ~ M / nu^2 and their sum ~ M^2 / nu^4: the trigamma
+    # difference must be exact to the last digits (relative error of the sum ~ 1e-16 nu^2 / M).
+    f_nn = (0.25 * trigamma_difference(0.5 * nu, 0.5 * float(M))
             + M * nu / (2.0 * (nu - 2.0) ** 2 * (k + 2.0)) - M / ((nu - 2.0) * k))
     return c_mm, d_ss, c_ss, a_ns, f_nn
 

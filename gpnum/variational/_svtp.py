@@ -114,8 +114,11 @@ class SVTP(ComposedParameters):
     _param_names = ("q_mu", "q_scale", "q_df", "df", "inducing_points", "mean")
     _positive = ()
     _TWO_OFFSET = ("q_df", "df")  # parameters > 2: unconstrained = softplus^-1(value - 2)
-    #: Largest ``nu_q`` a natural-gradient step moves to: q is then Gaussian to ~M / max_df.
-    max_df = 1e6
+    #: Largest ``nu_q`` a natural-gradient step moves to. q is then Gaussian to ~M / max_df (the
+    #: ELBO is flat in nu_q well before: bike, 1e3 -> 1e5 changes it by 0.02 nats), and the
+    #: Fisher's ``nu`` entry (~ M^2 / nu^4, a sum of terms ~ M / nu^2) is still accurate to
+    #: ~1e-16 max_df^2 / M in float64.
+    max_df = 1e4
 
     def __init__(self, kernel, Z, *, num_data, df=5.0, noise_variance=0.1, kl="mc",
                  covariance="diag", q_df=None, num_samples=8, seed=0, mean=0.0, jitter=1e-6,
@@ -361,18 +364,11 @@ class SVTP(ComposedParameters):
         With ``kl="mc"`` the expectation uses ``draws`` (default: fresh draws from the
         model's generator).
         """
-        H, _, _ = self._entropy_and_grad()
-        c, _ = self._prior_const_and_grad()
-        nu, M = self.df, float(self.num_inducing)
-        xp = self.xp
-        if self.kl_method == "upper-bound":
-            cross = 0.5 * (nu + M) * xp.log1p(self._second_moment() / (nu - 2.0))
-        else:
+        V = None
+        if self.kl_method == "mc":
             draws = self.draw() if draws is None else draws
             V, _, _, _ = self._q_draws(draws, need_grad=False)
-            beta = xp.sum(V * V, axis=1)
-            cross = 0.5 * (nu + M) * xp.mean(xp.log1p(beta / (nu - 2.0)))
-        return -H + c + cross
+        return self._kl_from(V)
 
     def _base(self, X, need_grad):
         xp = self.xp
