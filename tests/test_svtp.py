@@ -468,3 +468,22 @@ def test_natural_gradient_guard_rejects_and_shrinks_never_nan():
     up = {"q_mu": np.zeros(M), "q_scale": np.zeros(M), "q_df": np.asarray(1.0)}  # step ~1e17
     model.natural_gradient_step({"grads": up}, 1.0)
     assert 0.9 * model.max_df < float(model.q_df) <= model.max_df
+
+
+def test_training_and_prediction_run_on_every_backend(xp, device, dtype, tmp_path):
+    X, y = _train_data(60)
+    Xb = B.asarray(X, dtype=dtype, xp=xp, device=device)
+    yb = B.asarray(y, dtype=dtype, xp=xp, device=device)
+    k = RBF(lengthscale=B.asarray(np.ones(2), dtype=dtype, xp=xp, device=device), xp=xp,
+            dtype=dtype, device=device)
+    model = SVTP(k, Xb[:6, :], num_data=60, jitter=1e-4 if dtype == xp.float32 else 1e-6)
+    h = gpnum.fit(model, Xb, yb, optimizer="ngd", epochs=4, batch_size=20, progress=False)
+    assert h.stopped is None and model.q_mu.dtype == dtype
+    mean, var = model.predict_y(Xb[:5, :])
+    lpd = model.log_predictive_density(Xb[:5, :], yb[:5])
+    assert B.device_of(mean) == B.device_of(Xb) and lpd.shape == (5,)
+    assert np.all(np.isfinite(B.to_numpy(lpd))) and np.all(B.to_numpy(var) > 0)
+    gpnum.save(model, tmp_path / "m.npz")
+    again = gpnum.load(tmp_path / "m.npz", xp=xp, device=device)
+    np.testing.assert_array_equal(B.to_numpy(again.predict_f(Xb[:5, :])[0]),
+                                  B.to_numpy(model.predict_f(Xb[:5, :])[0]))

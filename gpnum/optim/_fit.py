@@ -148,7 +148,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
-        Adam for everything else (the seed-000 protocol); ``"adam"``: Adam on every parameter;
+        Adam for everything else (the seed-000 protocol; a model with its own natural gradient,
+        SVTP, declares ``natural_gradient_names`` and takes the step in
+        ``natural_gradient_step``: docs "Models"); ``"adam"``: Adam on every parameter;
         ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
         host vector of unconstrained parameters, up to ``maxiter`` iterations (the model itself
         stays on its backend).

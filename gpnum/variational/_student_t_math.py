@@ -96,19 +96,28 @@ def trigamma_difference(a, h):
     for j in range(_SHIFT):
         x, y = a + float(j), b + float(j)
         out = out + h * (x + y) / (x * x * y * y)
-    x, y = a + float(_SHIFT), b + float(_SHIFT)
+    ix, iy = 1.0 / (a + float(_SHIFT)), 1.0 / (b + float(_SHIFT))
     for p, c in _TRIGAMMA_SERIES:
-        num = 0.0 * a
+        # (y^p - x^p) / (x y)^p = (y - x) sum_i x^-(i+1) y^-(p-i): no overflow in float32.
+        term = 0.0 * a
         for i in range(p):
-            num = num + y ** i * x ** (p - 1 - i)
-        out = out + c * h * num / (x * y) ** p
+            term = term + ix ** (i + 1) * iy ** (p - i)
+        out = out + c * h * term
     return out
 
 
 def _fisher_coefficients(df, sigma):
-    """The scalars of the Fisher's blocks (design notes 4.6), ``k = nu + M``."""
+    """The scalars of the Fisher's blocks (design notes 4.6), ``k = nu + M``, as 0-d arrays
+    of ``sigma``'s dtype. Computed in float64 whatever that dtype: ``F_nunu`` keeps only
+    ~16 - 2 log10(nu) digits, none in float32 once ``nu`` is in the thousands."""
+    xp = get_namespace(df, sigma)
     M = sigma.shape[0]
-    nu = df
+    coeffs = _fisher_coefficients_f64(xp.astype(df, xp.float64), M)
+    return tuple(xp.astype(c, sigma.dtype) for c in coeffs)
+
+
+def _fisher_coefficients_f64(nu, M):
+    M = float(M)
     k = nu + float(M)
     c_mm = nu * k / ((nu - 2.0) * (k + 2.0))                      # F_mm = c_mm / sigma^2
     d_ss = 2.0 * k / (k + 2.0)                                    # F_ss diagonal: d_ss / sigma^2
@@ -116,7 +125,7 @@ def _fisher_coefficients(df, sigma):
     a_ns = 2.0 * (M + 2.0) / (k * (nu - 2.0) * (k + 2.0))         # F_nu,s_i = a_ns / sigma_i
     # The three terms of F_nunu are each ~ M / nu^2 and their sum ~ M^2 / nu^4: the trigamma
     # difference must be exact to the last digits (relative error of the sum ~ 1e-16 nu^2 / M).
-    f_nn = (0.25 * trigamma_difference(0.5 * nu, 0.5 * float(M))
+    f_nn = (0.25 * trigamma_difference(0.5 * nu, 0.5 * M)
             + M * nu / (2.0 * (nu - 2.0) ** 2 * (k + 2.0)) - M / ((nu - 2.0) * k))
     return c_mm, d_ss, c_ss, a_ns, f_nn
 
