@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -224,6 +225,16 @@ def student_t_fisher_solve(df, sigma, v):
     return xp.concat([x_m, x_s, xp.reshape(x_n, (1,))])
 
 
+@functools.lru_cache(maxsize=1)
+def _tail_rule():
+    """Nodes and weights of 16-point Gauss-Legendre on each of 40 unit panels of [0, 40)."""
+    nodes, weights = np.polynomial.legendre.leggauss(16)
+    k = np.arange(40, dtype=np.float64)[:, None]
+    s_unit = (k + 0.5 * (nodes[None, :] + 1.0)).reshape(-1)
+    w_unit = np.broadcast_to(0.5 * weights[None, :], (40, 16)).reshape(-1)
+    return s_unit, w_unit
+
+
 def chi2_quantile_and_grad(nu, u, *, grad=True):
     """Chi-square quantiles ``r = F^-1(u; nu)`` and ``dr/dnu`` at fixed ``u`` (host-side).
 
@@ -278,10 +289,7 @@ def chi2_quantile_and_grad(nu, u, *, grad=True):
         xu = x[~low]
         slope = 1.0 - (a - 1.0) / xu
         L = np.where(slope * np.sqrt(xu) > 1.0, 1.0 / np.maximum(slope, 1e-300), np.sqrt(xu))
-        nodes, weights = np.polynomial.legendre.leggauss(16)
-        k = np.arange(40, dtype=np.float64)[:, None]
-        s_unit = (k + 0.5 * (nodes[None, :] + 1.0)).reshape(-1)      # panel offsets in [0, 40)
-        w_unit = np.broadcast_to(0.5 * weights[None, :], (40, 16)).reshape(-1)
+        s_unit, w_unit = _tail_rule()
         tt = xu[:, None] + L[:, None] * s_unit[None, :]
         dens = np.exp((a - 1.0) * np.log(tt) - tt - gammaln(a))
         dP[~low] = -np.sum(w_unit[None, :] * (np.log(tt) - _psi(a)) * dens, axis=1) * L
