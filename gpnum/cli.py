@@ -1,11 +1,13 @@
 """The command line: ``gpnum fit``, ``gpnum compare``, ``gpnum hmm``, ``gpnum datasets``,
 ``gpnum demo``.
 
-``gpnum fit`` trains a whitened SVGP on a bundled data set (or any CSV) by the seed-000 protocol
-(natural gradients for q alternating with Adam for everything else) and reports test metrics,
-wall time and time per step, writing a JSON of settings and metrics plus PNG plots.
+``gpnum fit`` trains a whitened SVGP (or, with ``--model svtp``, a sparse variational Student-t
+process) on a bundled data set (or any CSV) by the seed-000 protocol (natural gradients for q
+alternating with Adam for everything else) and reports test metrics, wall time and time per
+step, writing a JSON of settings and metrics plus PNG plots.
 ``gpnum compare`` runs Cholesky against CIQ whitening over a list of inducing-point counts and
-writes the seed's two figures (training time vs m; test NLL vs m) and a table.
+writes the seed's two figures (training time vs m; test NLL vs m) and a table; with
+``--models`` it compares models instead (SVGP with Gaussian or Student-t likelihood, SVTP).
 """
 
 from __future__ import annotations
@@ -314,6 +316,9 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, kind=None):
     if kind == "svtp" and lik_name not in ("gaussian", "studentt"):
         raise CLIError(f"--model svtp is a regression model; {lik_name!r} data need --model "
                        "svgp")
+    if kind == "svtp" and (whitening != "cholesky" or args.ngd_method != "dense"):
+        raise CLIError("--model svtp has Cholesky whitening and its own natural gradient: "
+                       "drop --whitening ciq / --ngd-method krylov")
     kern_cls = {"matern52": kernels.Matern52, "matern32": kernels.Matern32,
                 "matern12": kernels.Matern12, "rbf": kernels.RBF}[args.kernel]
     d = X.shape[1]

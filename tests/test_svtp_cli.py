@@ -63,6 +63,8 @@ def test_outliers_shift_that_fraction_by_three_standard_deviations():
     (["fit", "--kl", "exact"], "invalid choice: 'exact'"),
     (["fit", "--model", "svtp", "--dataset", "elec", "--num-inducing", "5", "--epochs", "1"],
      "--model svtp is a regression model"),
+    (["fit", "--model", "svtp", "--dataset", "energy", "--whitening", "ciq"],
+     "drop --whitening ciq"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     try:
