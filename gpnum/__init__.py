@@ -3,7 +3,7 @@
 from gpnum import backend
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
 from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # noqa: E402
-from gpnum.variational import GPR, GVI, SGPR, SVGP  # noqa: E402
+from gpnum.variational import GPR, GVI, SGPR, SVGP, SVTP  # noqa: E402
 from gpnum import hmm, inducing, optim  # noqa: E402
 from gpnum.checkpoint import load, save  # noqa: E402
 from gpnum import distributed  # noqa: E402  (Dask itself is imported on first use)
@@ -22,7 +22,8 @@ def fit(model, X=None, y=None, *, client=None, **kwargs):
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendError", "ConvergenceWarning", "GPR", "GVI", "NotPSDError", "SGPR", "SVGP", "ShapeError",
+__all__ = ["BackendError", "ConvergenceWarning", "GPR", "GVI", "NotPSDError", "SGPR", "SVGP", "SVTP",
+           "ShapeError",
            "backend",
            "ciq", "datasets", "distributed", "divergences", "fit", "hmm", "inducing", "kernels", "likelihoods", "linalg",
            "load", "optim", "save", "__version__"]

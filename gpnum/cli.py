@@ -1,11 +1,13 @@
 """The command line: ``gpnum fit``, ``gpnum compare``, ``gpnum hmm``, ``gpnum datasets``,
 ``gpnum demo``.
 
-``gpnum fit`` trains a whitened SVGP on a bundled data set (or any CSV) by the seed-000 protocol
-(natural gradients for q alternating with Adam for everything else) and reports test metrics,
-wall time and time per step, writing a JSON of settings and metrics plus PNG plots.
+``gpnum fit`` trains a whitened SVGP (or, with ``--model svtp``, a sparse variational Student-t
+process) on a bundled data set (or any CSV) by the seed-000 protocol (natural gradients for q
+alternating with Adam for everything else) and reports test metrics, wall time and time per
+step, writing a JSON of settings and metrics plus PNG plots.
 ``gpnum compare`` runs Cholesky against CIQ whitening over a list of inducing-point counts and
-writes the seed's two figures (training time vs m; test NLL vs m) and a table.
+writes the seed's two figures (training time vs m; test NLL vs m) and a table; with
+``--models`` it compares models instead (SVGP with Gaussian or Student-t likelihood, SVTP).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def _add_training_args(p, *, compare=False):
                        help="observation model; 'auto' takes the data set's own (default: auto)")
     model.add_argument("--kernel", choices=_KERNELS, default="matern52",
                        help="ARD covariance function (default: %(default)s)")
+    _add_svtp_args(model, data, compare)
     if not compare:
         model.add_argument("--whitening", choices=("cholesky", "ciq"), default="cholesky",
                            help="how K_ZZ^(-1/2) K_ZX is formed (default: %(default)s)")
@@ -156,6 +159,66 @@ def _add_training_args(p, *, compare=False):
                          help="continue the run saved in PATH up to --epochs in all; pass the "
                               "same data options (--dataset/--csv, --split, --seed, --max-train, "
                               "--batch-size): the result equals an uninterrupted run's")
+
+
+def _add_svtp_args(model, data, compare):
+    """The options of issue 21: the Student-t process model, its KL, training outliers."""
+    if compare:
+        model.add_argument("--models", type=_model_list, default=None, metavar="M1,M2,...",
+                           help="compare models instead of whitenings: any of "
+                                f"{','.join(_COMPARE_MODELS)} (Cholesky whitening, each "
+                                "--num-inducing)")
+    else:
+        model.add_argument("--model", choices=("svgp", "svtp"), default="svgp",
+                           help="'svgp' (sparse variational GP, --likelihood) or 'svtp' "
+                                "(sparse variational Student-t process, seed 002) "
+                                "(default: %(default)s)")
+    model.add_argument("--kl", choices=("mc", "upper-bound"), default="mc",
+                       help="SVTP's KL: Monte Carlo or its Jensen upper bound "
+                            "(default: %(default)s)")
+    data.add_argument("--outliers", type=_fraction, default=0.0, metavar="FRACTION",
+                      help="shift this fraction of the training targets (only) by 3 standard "
+                           "deviations, random sign (default: 0)")
+
+
+_COMPARE_MODELS = ("svgp", "svgp-studentt", "svtp")
+
+
+def _model_list(text):
+    vals = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [v for v in vals if v not in _COMPARE_MODELS]
+    if not vals or bad:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of "
+                                         f"{', '.join(_COMPARE_MODELS)}, got {text!r}")
+    return vals
+
+
+def _fraction(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return v
+
+
+def _add_outliers(y, fraction, seed):
+    """``y`` with ``round(fraction * n)`` entries (chosen by ``seed``) shifted by
+    ``+-3 std(y)``: gross errors in the training targets, for the robustness comparison."""
+    import numpy as np
+
+    from gpnum import backend as B
+
+    count = int(round(fraction * y.shape[0]))
+    if count == 0:
+        return y
+    xp = B.get_namespace(y)
+    host = B.to_numpy(y).astype(np.float64)
+    rng = np.random.default_rng([seed, 21])  # its own stream: the split and Z stay as they were
+    idx = rng.choice(host.shape[0], count, replace=False)
+    host[idx] += 3.0 * host.std() * rng.choice([-1.0, 1.0], count)
+    return B.asarray(host, dtype=y.dtype, xp=xp, device=B.device_of(y))
 
 
 def build_parser():
@@ -235,17 +298,30 @@ def _load_data(args, xp, dtype):
 
         idx = B.asarray(idx, dtype=xp.int64, xp=xp, device=B.device_of(X))
         X, y = xp.take(X, idx, axis=0), xp.take(y, idx, axis=0)
+    if args.outliers > 0.0:
+        y = _add_outliers(y, args.outliers, args.seed)
     return ds, X, y
 
 
-def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None):
+def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=None):
     import numpy as np
 
     import gpnum
     from gpnum import backend as B
     from gpnum import kernels, likelihoods
 
+    kind = kind or getattr(args, "model", "svgp")
     lik_name = ds.likelihood if args.likelihood == "auto" else args.likelihood
+    if kind == "svgp-studentt":
+        lik_name = "studentt"
+    if kind == "svtp" and lik_name not in ("gaussian", "studentt"):
+        raise CLIError(f"--model svtp is a regression model; {lik_name!r} data need --model "
+                       "svgp")
+    if kind != "svgp" and getattr(args, "objective", "svgp") != "svgp":
+        raise CLIError(f"--objective {args.objective} trains a GVI model: drop --model {kind}")
+    if kind == "svtp" and (whitening != "cholesky" or args.ngd_method != "dense"):
+        raise CLIError("--model svtp has Cholesky whitening and its own natural gradient: "
+                       "drop --whitening ciq / --ngd-method krylov")
     kern_cls = {"matern52": kernels.Matern52, "matern32": kernels.Matern32,
                 "matern12": kernels.Matern12, "rbf": kernels.RBF}[args.kernel]
     d = X.shape[1]
@@ -265,6 +341,9 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None):
     if getattr(args, "objective", "svgp") != "svgp":
         return _make_gvi(args, X, y, kern, lik, lik_name, num_inducing, xp, dtype), lik_name
     Z = gpnum.inducing.kmeans(X, num_inducing, seed=args.seed)
+    if kind == "svtp":
+        return gpnum.SVTP(kern, Z, num_data=X.shape[0], kl=args.kl, seed=args.seed,
+                          jitter=_jitter(args, xp, dtype)), "studentt-process"
     ciq = {"num_quad": args.ciq_num_quad, "rtol": args.ciq_rtol, "maxiter": args.ciq_maxiter}
     return gpnum.SVGP(kern, lik, Z, num_data=X.shape[0], whitening=whitening,
                       jitter=_jitter(args, xp, dtype),
@@ -422,7 +501,7 @@ def _jitter(args, xp, dtype):
 
 
 def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, model=None,
-           callbacks=()):
+           callbacks=(), kind=None):
     """Build (or, with ``model``, resume) and train a model; return it with its test metrics."""
     import gpnum
     from gpnum.optim import step_decay
@@ -434,9 +513,10 @@ def _train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, mode
     # Every objective trains on the same points (a held-out tempering set included).
     X, y, X_tv, y_tv = _temper_split(args, ds, X, y, xp)
     if resume:
-        lik_name = type(model.likelihood).__name__.lower()
+        lik_name = ("studentt-process" if isinstance(model, gpnum.SVTP)
+                    else type(model.likelihood).__name__.lower())
     else:
-        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y)
+        model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y, kind)
     t_init = time.perf_counter() - t0
     lr = args.gvi_lr if is_gvi else args.lr
     sched = step_decay(lr, args.lr_decay) if args.lr_decay else None
@@ -634,10 +714,10 @@ def run_fit(args):
     model = _resume_model(args, X, dtype, xp) if args.resume is not None else None
     name = os.path.basename(args.csv) if args.csv else args.dataset
     m = args.num_inducing if model is None else model.num_inducing
-    whitening = args.whitening if model is None else getattr(model, "whitening", "-")
+    whitening = args.whitening if model is None else getattr(model, "whitening", "cholesky")
     print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
-          f"n_test={ds.X_test.shape[0]}), m={m}, whitening={whitening}, "
-          f"objective={args.objective}, "
+          f"n_test={ds.X_test.shape[0]}), model={_model_name(args, model)}, m={m}, "
+          f"whitening={whitening}, objective={args.objective}, "
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
     if model is not None:
@@ -694,6 +774,14 @@ def run_fit(args):
     return 0
 
 
+def _model_name(args, model):
+    import gpnum
+
+    if model is not None:
+        return "svtp" if isinstance(model, gpnum.SVTP) else "svgp"
+    return args.model
+
+
 def _settings(args):
     """The command's options, as given (not the top-level flags such as --version)."""
     return {k: v for k, v in vars(args).items() if k not in ("func", "version", "command")}
@@ -706,6 +794,16 @@ def _environment():
             "backend": gpnum.backend.backend_name()}
 
 
+def _write_markdown_table(path, rows):
+    """One row per dict (the first one's keys as columns), floats to 4 significant digits."""
+    keys = list(rows[0])
+    with open(path, "w") as f:
+        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
+                                      for k in keys) + " |\n")
+
+
 def run_compare(args):
     import gpnum
 
@@ -713,8 +811,12 @@ def run_compare(args):
     _prepare_out(args.out)
     ds, X, y = _load_data(args, xp, dtype)
     name = os.path.basename(args.csv) if args.csv else args.dataset
+    if getattr(args, "objectives", None) is not None and getattr(args, "models", None) is not None:
+        raise CLIError("--objectives and --models: compare one or the other")
     if getattr(args, "objectives", None) is not None:
         return _compare_objectives(args, ds, X, y, xp, dtype, name)
+    if getattr(args, "models", None) is not None:
+        return _compare_models(args, ds, X, y, name, xp, dtype)
     rows = []
     for m in args.num_inducing:
         for whitening in ("cholesky", "ciq"):
@@ -732,11 +834,7 @@ def run_compare(args):
         f.write(",".join(keys) + "\n")
         for r in rows:
             f.write(",".join(str(r[k]) for k in keys) + "\n")
-    with open(os.path.join(args.out, "compare.md"), "w") as f:
-        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
-        for r in rows:
-            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
-                                      for k in keys) + " |\n")
+    _write_markdown_table(os.path.join(args.out, "compare.md"), rows)
     with open(os.path.join(args.out, "compare.json"), "w") as f:
         json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
                    "environment": _environment()}, f, indent=2)
@@ -780,12 +878,7 @@ def _compare_objectives(args, ds, X, y, xp, dtype, name):
             print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s  "
                   f"time/step={1e3 * res['time_per_step_s']:.1f} ms", flush=True)
     del args.objective
-    keys = list(rows[0])
-    with open(os.path.join(args.out, "objectives.md"), "w") as f:
-        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
-        for r in rows:
-            f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
-                                      for k in keys) + " |\n")
+    _write_markdown_table(os.path.join(args.out, "objectives.md"), rows)
     with open(os.path.join(args.out, "objectives.json"), "w") as f:
         json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
                    "environment": _environment()}, f, indent=2)
@@ -819,6 +912,28 @@ def _plot_objectives(path, rows, name):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _compare_models(args, ds, X, y, name, xp, dtype):
+    """``gpnum compare --models``: each model at each m, Cholesky whitening, one table."""
+    rows = []
+    for m in args.num_inducing:
+        for kind in args.models:
+            print(f"{name}: m={m} {kind} ...", flush=True)
+            _, _, hist, res = _train(args, ds, X, y, m, "cholesky", xp, dtype, False, kind=kind)
+            rows.append({"m": m, "model": kind, "outliers": args.outliers,
+                         **{f"test_{k}": v for k, v in res["test"].items()},
+                         "final_elbo": hist.epoch_elbo[-1] if hist.epoch_elbo else None,
+                         "train_time_s": res["train_time_s"], "num_steps": res["num_steps"]})
+            print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s",
+                  flush=True)
+    _write_markdown_table(os.path.join(args.out, "compare_models.md"), rows)
+    with open(os.path.join(args.out, "compare_models.json"), "w") as f:
+        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
+                   "environment": _environment()}, f, indent=2)
+    print(f"wrote {os.path.join(args.out, 'compare_models.md')}, "
+          f"{os.path.join(args.out, 'compare_models.json')}")
+    return 0
 
 
 def _plot_compare(out, rows, name):

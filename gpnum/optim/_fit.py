@@ -86,8 +86,17 @@ def _take(xp, a, idx, device):
     return xp.take(a, B.asarray(idx, dtype=xp.int64, xp=xp, device=device), axis=0)
 
 
-#: Parameters of q that natural gradients update (Adam must leave them alone under "ngd").
+#: Parameters of q that natural gradients update (Adam must leave them alone under "ngd"),
+#: for models that do not name their own (SVGP).
 _Q_NAMES = ("q_mu", "q_sqrt", "q_theta1", "q_precision")
+
+
+def _natural_names(model):
+    """The parameters natural gradients own: the model's ``natural_gradient_names`` when it
+    declares them (the protocol extension of models with their own natural-gradient step,
+    docs/models.md), else SVGP's :data:`_Q_NAMES`."""
+    names = getattr(model, "natural_gradient_names", None)
+    return _Q_NAMES if names is None else tuple(names)
 
 
 def _first_nonfinite(xp, named):
@@ -111,7 +120,7 @@ def _check_fixed(model, fixed, optimizer):
         raise ValueError(f"fixed: {unknown} are not parameters of the model; expected names "
                          f"from {sorted(params)}")
     if optimizer == "ngd":
-        q = [k for k in names if k in _Q_NAMES]
+        q = [k for k in names if k in _natural_names(model)]
         if q:
             raise ValueError(f"fixed: {q} belong to q, which natural gradients update; use "
                              "optimizer='adam' to hold them")
@@ -139,7 +148,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
-        Adam for everything else (the seed-000 protocol); ``"adam"``: Adam on every parameter;
+        Adam for everything else (the seed-000 protocol; a model with its own natural gradient,
+        SVTP, declares ``natural_gradient_names`` and takes the step in
+        ``natural_gradient_step``: docs "Models"); ``"adam"``: Adam on every parameter;
         ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
         host vector of unconstrained parameters, up to ``maxiter`` iterations (the model itself
         stays on its backend).
@@ -327,7 +338,7 @@ def _train_step(model, state, Xb, yb, *, validate):
         value, grads = model.objective_and_grad(Xb, yb, validate=validate)
         data = None
     # Natural gradients update q themselves; fixed parameters get no step at all.
-    skip = set(state.fixed) | (set(_Q_NAMES) if state.ngd is not None else set())
+    skip = set(state.fixed) | (set(_natural_names(model)) if state.ngd is not None else set())
     hyper = {k: g for k, g in grads.items() if k not in skip}
     hyper_u = model.grad_to_unconstrained(hyper)
     ok = _all_finite(xp, [*hyper_u.values(), *params.values()])

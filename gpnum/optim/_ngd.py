@@ -135,6 +135,8 @@ class NaturalGradient:
 
     def prepare(self, model) -> None:
         """Put the model's q in the form this method works on."""
+        if callable(getattr(model, "natural_gradient_step", None)):
+            return  # the model takes its own steps (protocol extension): no form to set
         if self.method == "krylov":
             model.to_natural()
         else:
@@ -157,6 +159,18 @@ class NaturalGradient:
         gamma : float
             The step size actually used (smaller than scheduled after a rejection).
         """
+        own_step = getattr(model, "natural_gradient_step", None)
+        if callable(own_step):
+            # Protocol extension (docs/models.md): a model with its own Fisher (SVTP) takes the
+            # step itself, from its objective's gradients, with its own step-size guard.
+            if data is None:
+                data = model.objective_and_grad(X, y, return_data=True)[2]
+            # Its guard has its own number of halvings (the SVGP's max_rejections = 5 suits
+            # natural parameters, where gamma = 1 is a sound step; see the model's docstring).
+            used, rejected = own_step(data, self.current_gamma())
+            self.num_rejected += int(rejected)
+            self.num_steps += 1
+            return used
         self.prepare(model)
         if data is None:
             data = model.data_term_and_grad(X, y)
