@@ -32,6 +32,26 @@ class ComposedParameters(Parameterised):
 
     _components: tuple = ("kernel", "likelihood")
 
+    @property
+    def device(self):
+        """Device of the model's arrays."""
+        return self._device
+
+    def _adopt_inducing_points(self, Z, kernel, name="inducing_points"):
+        """Take the namespace, dtype and device of ``Z`` (the kernel's when ``Z`` is not an
+        array); return ``Z`` converted, checked to be (m, d) and finite."""
+        if is_array(Z):
+            xp = get_namespace(Z)
+            dtype = Z.dtype if xp.isdtype(Z.dtype, "real floating") else None
+            self._init_namespace(xp, dtype, device_of(Z))
+        else:
+            self._init_namespace(kernel.xp, kernel.dtype, None)
+        Z = asarray(Z, dtype=self.dtype, xp=self.xp, device=self._device)
+        if Z.ndim != 2:
+            raise ShapeError(f"{name}: expected shape (m, d), got {describe_shape(Z.shape)}")
+        check_finite(self.xp, Z, name)
+        return Z
+
     # ------------------------------------------------------------------ helpers
     def _own_names(self) -> tuple:
         """Names of the model's own parameters (hook for models with inactive ones)."""
@@ -227,11 +247,6 @@ class FullBatchGaussianModel(ComposedParameters):
     def y(self):
         """The training targets, (n,)."""
         return self._y
-
-    @property
-    def device(self):
-        """Device of the model's arrays (that of the training data)."""
-        return self._device
 
     @property
     def num_data(self) -> int:

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum import backend as B
-from gpnum.backend import asarray, device_of, get_namespace, solve_triangular, cholesky
+from gpnum.backend import asarray, cholesky, solve_triangular
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -146,18 +145,7 @@ class GVI(ComposedParameters):
                              f"is projected-kl), got {alpha!r}")
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
-        if B.is_array(inducing_points):
-            xp = get_namespace(inducing_points)
-            dtype = (inducing_points.dtype if xp.isdtype(inducing_points.dtype, "real floating")
-                     else None)
-            self._init_namespace(xp, dtype, device_of(inducing_points))
-        else:
-            self._init_namespace(kernel.xp, kernel.dtype, None)
-        Z = asarray(inducing_points, dtype=self.dtype, xp=self.xp, device=self._device)
-        if Z.ndim != 2:
-            raise ShapeError(f"inducing_points: expected shape (m, d), got "
-                             f"{describe_shape(Z.shape)}")
-        check_finite(self.xp, Z, "inducing_points")
+        Z = self._adopt_inducing_points(inducing_points, kernel)
         self.num_data = int(num_data)
         if self.num_data < 1:
             raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
@@ -235,10 +223,6 @@ class GVI(ComposedParameters):
     @property
     def num_inducing(self) -> int:
         return self.inducing_points.shape[0]
-
-    @property
-    def device(self):
-        return self._device
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict:

@@ -21,7 +21,7 @@ O(m^3) operation.
 from __future__ import annotations
 
 from gpnum import backend as B
-from gpnum.backend import asarray, device_of, get_namespace
+from gpnum.backend import asarray
 from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.linalg import default_block_size
 from gpnum.variational._composite import ComposedParameters
@@ -87,16 +87,7 @@ class SVGP(ComposedParameters):
                  mean=0.0, jitter=1e-6, ciq_options=None, num_latent=None):
         if whitening not in ("cholesky", "ciq"):
             raise ValueError(f"whitening: expected 'cholesky' or 'ciq', got {whitening!r}")
-        if B.is_array(inducing_points):
-            xp = get_namespace(inducing_points)
-            dtype = (inducing_points.dtype if xp.isdtype(inducing_points.dtype, "real floating")
-                     else None)
-            self._init_namespace(xp, dtype, device_of(inducing_points))
-        else:
-            self._init_namespace(kernel.xp, kernel.dtype, None)
-        Z = asarray(inducing_points, dtype=self.dtype, xp=self.xp, device=self._device)
-        if Z.ndim != 2:
-            raise ShapeError(f"inducing_points: expected shape (m, d), got {describe_shape(Z.shape)}")
+        Z = self._adopt_inducing_points(inducing_points, kernel)
         self.num_data = int(num_data)
         if self.num_data < 1:
             raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
@@ -165,11 +156,6 @@ class SVGP(ComposedParameters):
     #: Minibatch model: ``fit`` samples batches and scales by ``num_data / b`` (GPR and SGPR,
     #: full-batch models, say True).
     full_batch = False
-
-    @property
-    def device(self):
-        """Device of the model's arrays."""
-        return self._device
 
     def config(self) -> dict:
         """Constructor settings that are not arrays (JSON-able): with :meth:`data`, the kernel,

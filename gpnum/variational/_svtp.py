@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from gpnum import backend as B
-from gpnum.backend import asarray, device_of, get_namespace
+from gpnum.backend import asarray, get_namespace
 from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -129,17 +129,8 @@ class SVTP(ComposedParameters):
             raise ValueError(f"kl: expected 'mc' or 'upper-bound', got {kl!r}")
         if covariance not in ("diag", "full"):
             raise ValueError(f"covariance: expected 'diag' or 'full', got {covariance!r}")
-        if B.is_array(Z):
-            xp = get_namespace(Z)
-            dtype = Z.dtype if xp.isdtype(Z.dtype, "real floating") else kernel.dtype
-            self._init_namespace(xp, dtype, device_of(Z))
-        else:
-            self._init_namespace(kernel.xp, kernel.dtype, None)
+        Z = self._adopt_inducing_points(Z, kernel, name="Z")
         xp, dt, dev = self.xp, self.dtype, self._device
-        Z = asarray(Z, dtype=dt, xp=xp, device=dev)
-        if Z.ndim != 2:
-            raise ShapeError(f"Z: expected shape (M, d), got {describe_shape(Z.shape)}")
-        check_finite(xp, Z, "Z")
         self.num_data = int(num_data)
         M = Z.shape[0]
         if self.num_data < 1:
@@ -194,11 +185,6 @@ class SVTP(ComposedParameters):
     @property
     def num_inducing(self) -> int:
         return self.inducing_points.shape[0]
-
-    @property
-    def device(self):
-        """Device of the model's arrays."""
-        return self._device
 
     #: Minibatch model: ``fit`` samples batches and scales by ``num_data / b``.
     full_batch = False
