@@ -214,6 +214,12 @@ class _Complement(LinearOperator):
 
 # Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
 _DEFLATE_POWER_ITERS = 3
+# A further round only while the predicted iterations exceed this many times its products:
+# a round saves at most about half of them, and costs, besides its products, QR
+# factorisations, fresh memory and a wider projection in every later iteration (measured on
+# Matern-5/2 matrices with jitter 1e-4, k = 256: with 3 or 6, the extra rounds at lengthscale
+# 0.2 (m = 1000 and 2000) cost more than they saved; at 0.1 they pay with 8).
+_ROUND_PAYS = 8.0
 # The adaptive search: at most this many rounds, none with a block under _MIN_ROUND_BLOCK
 # (measured: a fourth round never paid for itself on Matern-5/2 matrices at m = 1000-2000).
 _MAX_ROUNDS = 3
@@ -236,9 +242,9 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     spectrum: after each round it predicts the msMINRES iterations left,
     ``J = sqrt(theta_r / lmin) log(2 / rtol) / 2`` (the Chebyshev bound on the complement, whose
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
-    so far with another block only while ``J`` exceeds three times that block's products (a
-    round removes at most about half of ``J`` on slowly decaying spectra, so anything less does
-    not pay). Each further block is at most half of the complement left.
+    so far with another block only while ``J`` exceeds eight times that block's products (a
+    round removes at most about half of ``J`` on slowly decaying spectra and costs QR
+    factorisations and wider projections besides its products). Each further block is at most half of the complement left.
     """
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
@@ -286,7 +292,7 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         # The complement's largest eigenvalue: the largest pair left behind, or below the block.
         top_left = float(theta_h[~ok].max()) if r < ok.shape[0] else float(theta_h[-1])
         left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
-        if left <= 3.0 * (_DEFLATE_POWER_ITERS + 2) * block / k:
+        if left <= _ROUND_PAYS * (_DEFLATE_POWER_ITERS + 2) * block / k:
             break
     if not Ws:
         return None, spent
@@ -311,7 +317,13 @@ def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
     res = msminres(_Complement(A, W), (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
                    maxiter=maxiter, workspace=workspace)
     D = Bw[None, :, :] / (theta[None, :, None] + shifts[:, None, None])  # (q, r, k)
-    return res.x * scale + xp.matmul(W[None, :, :], D), res
+    # Assembled shift by shift into msMINRES's own output: whole-(q, m, k) temporaries are
+    # fresh pages from the OS each call (tens of MB, above malloc's mmap threshold), measured
+    # to cost as much as the solve itself at m = 2000, k = 256; (m, k) ones are reused.
+    out = res.x
+    for i in range(shifts.shape[0]):
+        out[i, ...] = out[i, ...] * scale + W @ D[i, ...]
+    return out, res
 
 
 def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
@@ -342,7 +354,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         ``min(384, m // 2)`` when ``m >= 128`` and ``k >= 16`` (where the search costs a few
         msMINRES iterations' worth of products), else off, followed by up to two further
         rounds on the complement of the pairs found while the predicted msMINRES iterations
-        exceed three times a round's products (slowly decaying spectra: short lengthscales).
+        exceed eight times a round's products (slowly decaying spectra: short lengthscales).
         At most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
         reuse its pairs (for example over the chunks of a prediction; pass its
         ``eigen_bounds`` too).

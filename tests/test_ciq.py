@@ -216,7 +216,7 @@ def test_adaptive_deflation_searches_again_on_a_slow_spectrum():
     # Matern-5/2 with a short lengthscale: the spectrum decays slowly over the first block, so
     # its last pair still leaves a condition number of about 1e3 and the automatic search takes
     # further rounds, which cut the iterations below a single round's at the same accuracy.
-    m, k = 800, 64
+    m, k = 800, 256
     K, op = _matern52_points(m, 0.1, 1e-4, seed=12)
     Bm = np.random.default_rng(13).standard_normal((m, k))
     ref = eig_power(K, Bm, -0.5)
