@@ -7,7 +7,9 @@ import numpy as np
 
 def numerical_grad(f, x, eps=1e-6):
     """Central differences of scalar ``f`` at NumPy float64 array ``x`` (any shape)."""
-    x = np.array(x, dtype=np.float64, copy=True)
+    # C order: reshape(-1) must be a view to perturb x in place (of a Fortran-ordered copy it
+    # would be a copy, and the differences would all be zero).
+    x = np.array(x, dtype=np.float64, copy=True, order="C")
     g = np.zeros_like(x)
     flat, gflat = x.reshape(-1), g.reshape(-1)
     for i in range(flat.size):
