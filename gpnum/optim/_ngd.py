@@ -152,7 +152,9 @@ class NaturalGradient:
             The minibatch, unless ``data`` is given.
         data : dict, optional
             ``model.data_term_and_grad(X, y)`` (or ``elbo_and_grad(..., return_data=True)``'s
-            third output) already computed at the current parameters, to avoid a second pass.
+            third output) already computed at the current parameters, to avoid a second pass;
+            or ``{"natural_statistics": ..., "cache": {"q_mean": ...}}`` with the batch's sums
+            (:func:`natural_statistics`) gathered elsewhere (:mod:`gpnum.distributed`).
 
         Returns
         -------
