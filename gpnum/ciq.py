@@ -244,7 +244,8 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
     so far with another block only while ``J`` exceeds eight times that block's products (a
     round removes at most about half of ``J`` on slowly decaying spectra and costs QR
-    factorisations and wider projections besides its products). Each further block is at most half of the complement left.
+    factorisations and wider projections besides its products). Each further block is at most
+    half of the complement left.
     """
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
@@ -260,8 +261,9 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     xp = A.xp
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
     thetas, Ws, spent, found, block = [], [], 0, 0, ell
+    W_all = None  # the pairs found so far, (m, found)
     while True:
-        op = A if not Ws else _Complement(A, xp.concat(Ws, axis=1))
+        op = A if W_all is None else _Complement(A, W_all)
         theta, W, resid = top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
                                          seed=len(Ws))
         spent += (_DEFLATE_POWER_ITERS + 2) * block
@@ -281,6 +283,7 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
             keep = asarray(np.nonzero(ok)[0], dtype=xp.int64, like=W)
             thetas.append(xp.take(theta, keep))
             Ws.append(xp.take(W, keep, axis=1))
+        W_all = Ws[0] if len(Ws) == 1 else xp.concat(Ws, axis=1)
         found += r
         # The complement shrinks: later blocks take at most half of what is left of it. A
         # round that kept under a quarter of its block has reached the flat part of the
@@ -294,11 +297,9 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
         if left <= _ROUND_PAYS * (_DEFLATE_POWER_ITERS + 2) * block / k:
             break
-    if not Ws:
+    if W_all is None:
         return None, spent
-    if len(Ws) == 1:
-        return (thetas[0], Ws[0]), spent
-    return (xp.concat(thetas), xp.concat(Ws, axis=1)), spent
+    return (thetas[0] if len(thetas) == 1 else xp.concat(thetas), W_all), spent
 
 
 def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
