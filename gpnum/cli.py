@@ -794,14 +794,20 @@ def _environment():
             "backend": gpnum.backend.backend_name()}
 
 
-def _write_markdown_table(path, rows):
-    """One row per dict (the first one's keys as columns), floats to 4 significant digits."""
+def _write_rows(args, stem, rows, name):
+    """``<stem>.md`` (one row per dict, the first one's keys as columns, floats to 4
+    significant digits) and ``<stem>.json`` (rows, settings, environment) in ``args.out``;
+    returns the two file names."""
     keys = list(rows[0])
-    with open(path, "w") as f:
+    with open(os.path.join(args.out, stem + ".md"), "w") as f:
         f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
         for r in rows:
             f.write("| " + " | ".join(f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
                                       for k in keys) + " |\n")
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
+        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
+                   "environment": _environment()}, f, indent=2)
+    return [stem + ".md", stem + ".json"]
 
 
 def run_compare(args):
@@ -834,11 +840,7 @@ def run_compare(args):
         f.write(",".join(keys) + "\n")
         for r in rows:
             f.write(",".join(str(r[k]) for k in keys) + "\n")
-    _write_markdown_table(os.path.join(args.out, "compare.md"), rows)
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
-        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
-                   "environment": _environment()}, f, indent=2)
-    written = ["compare.csv", "compare.md", "compare.json"]
+    written = ["compare.csv", *_write_rows(args, "compare", rows, name)]
     if _have_matplotlib():
         _plot_compare(args.out, rows, name)
         written += ["compare_time.png", "compare_nll.png"]
@@ -878,11 +880,7 @@ def _compare_objectives(args, ds, X, y, xp, dtype, name):
             print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s  "
                   f"time/step={1e3 * res['time_per_step_s']:.1f} ms", flush=True)
     del args.objective
-    _write_markdown_table(os.path.join(args.out, "objectives.md"), rows)
-    with open(os.path.join(args.out, "objectives.json"), "w") as f:
-        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
-                   "environment": _environment()}, f, indent=2)
-    written = ["objectives.md", "objectives.json"]
+    written = _write_rows(args, "objectives", rows, name)
     if _have_matplotlib():
         _plot_objectives(os.path.join(args.out, "objectives.png"), rows, name)
         written.append("objectives.png")
@@ -927,12 +925,8 @@ def _compare_models(args, ds, X, y, name, xp, dtype):
                          "train_time_s": res["train_time_s"], "num_steps": res["num_steps"]})
             print(f"  {_metrics_line(res['test'])}  train time={res['train_time_s']:.1f} s",
                   flush=True)
-    _write_markdown_table(os.path.join(args.out, "compare_models.md"), rows)
-    with open(os.path.join(args.out, "compare_models.json"), "w") as f:
-        json.dump({"settings": _settings(args), "dataset": name, "rows": rows,
-                   "environment": _environment()}, f, indent=2)
-    print(f"wrote {os.path.join(args.out, 'compare_models.md')}, "
-          f"{os.path.join(args.out, 'compare_models.json')}")
+    written = _write_rows(args, "compare_models", rows, name)
+    print(f"wrote {', '.join(os.path.join(args.out, w) for w in written)}")
     return 0
 
 
