@@ -62,35 +62,31 @@ def test_objective_equals_the_in_memory_one(client, likelihood):
         assert _rel(grads[k], ref_g[k]) < 1e-10, k
 
 
-def test_twenty_steps_follow_the_single_process_run(client):
+def _train_both(client, callbacks=(), **opts):
+    """The same model trained by gpnum.fit in memory and on the cluster (20 steps); asserts
+    that the distributed run followed the single-process one."""
     X, y = _data()
     single, dist = _model(X), _model(X)
-    opts = dict(optimizer="adam", epochs=4, batch_size=120, lr=0.05, seed=7, progress=False)
+    opts = dict(epochs=4, batch_size=120, lr=0.05, progress=False, **opts)
     h1 = gpnum.fit(single, X, y, **opts)
     # gpnum.fit with client= is gpnum.distributed.fit
     h2 = gpnum.fit(dist, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200),
-                   client=client, **opts)
+                   client=client, callbacks=callbacks, **opts)
     assert h1.num_steps == h2.num_steps == 20
+    assert dist.training_state.step == 20
     np.testing.assert_allclose(h2.step_elbo, h1.step_elbo, rtol=1e-8)
     p1, p2 = single.parameters(), dist.parameters()
     for k in p1:
         assert _rel(p2[k], p1[k]) < 1e-8, k
-    assert dist.training_state.step == 20
+    return X, y, single
+
+
+def test_twenty_steps_follow_the_single_process_run(client):
+    _train_both(client, optimizer="adam", seed=7)
 
 
 def test_natural_gradient_steps_follow_the_single_process_run(client):
-    X, y = _data()
-    single, dist = _model(X), _model(X)
-    opts = dict(optimizer="ngd", gamma=0.3, epochs=4, batch_size=120, lr=0.05, seed=5,
-                progress=False)
-    h1 = gpnum.fit(single, X, y, **opts)
-    h2 = gpnum.fit(dist, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200),
-                   client=client, **opts)
-    assert h1.num_steps == h2.num_steps == 20
-    np.testing.assert_allclose(h2.step_elbo, h1.step_elbo, rtol=1e-8)
-    p1, p2 = single.parameters(), dist.parameters()
-    for k in p1:
-        assert _rel(p2[k], p1[k]) < 1e-8, k
+    X, y, single = _train_both(client, optimizer="ngd", gamma=0.3, seed=5)
     # the statistics themselves: sums over the workers' chunks equal the batch's in memory
     rows = np.arange(0, 600, 7)
     _, _, data = gpnum.distributed.objective_and_grad(
@@ -123,10 +119,6 @@ def test_a_killed_worker_does_not_lose_the_run(client):
     import os
     import signal
 
-    X, y = _data()
-    single, dist = _model(X), _model(X)
-    opts = dict(optimizer="adam", epochs=4, batch_size=120, lr=0.05, seed=7, progress=False)
-    gpnum.fit(single, X, y, **opts)
     killed = []
 
     def kill_one_worker(model, history, epoch):
@@ -137,10 +129,6 @@ def test_a_killed_worker_does_not_lose_the_run(client):
             killed.append(address)        # lost chunks from the graph and retries the tasks
         return False
 
-    gpnum.distributed.fit(dist, da.from_array(X, chunks=(200, 3)), da.from_array(y, chunks=200),
-                          client, callbacks=[kill_one_worker], **opts)
-    assert killed and dist.training_state.step == 20
-    p1, p2 = single.parameters(), dist.parameters()
-    for k in p1:
-        assert _rel(p2[k], p1[k]) < 1e-8, k
+    _train_both(client, callbacks=[kill_one_worker], optimizer="adam", seed=7)
+    assert killed
     client.wait_for_workers(2, timeout=60)
