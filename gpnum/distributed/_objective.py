@@ -22,13 +22,14 @@ _SCATTER_TIMEOUT = 30
 
 
 def _require_dask():
+    """``dask.array``, or an ImportError that says how to install the extra."""
     try:
         import dask.array as da
-        from distributed import Client
+        import distributed  # noqa: F401 (the scheduler this module talks to)
     except ImportError as exc:  # pragma: no cover - the extra is installed for the tests
         raise ImportError("gpnum.distributed needs Dask: pip install 'gpnum[distributed]' "
                           f"({exc})") from exc
-    return da, Client
+    return da
 
 
 def _check_model(model):
@@ -44,7 +45,7 @@ def _check_model(model):
 def row_chunks(X, y):
     """``X`` (n, d) and ``y`` (n,) (or (n, L)) as dask arrays with the same row chunks and one
     column chunk, and the rows' offsets ``(num_chunks + 1,)``."""
-    da, _ = _require_dask()
+    da = _require_dask()
     if not isinstance(X, da.Array):
         X = da.asarray(X)
     if not isinstance(y, da.Array):
