@@ -11,14 +11,15 @@ from gpnum.hmm import forward_backward, viterbi
 from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
 from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
-METHODS = ["scan", "sequential"]
+METHODS = ["scan", "sequential"]  # viterbi's
+FB_METHODS = ["scan", "blocked", "sequential"]
 
 
 def _np(a):
     return B.to_numpy(a)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", FB_METHODS)
 @pytest.mark.parametrize("K,T", [(3, 5), (2, 7), (1, 4), (4, 1), (3, 2)])
 def test_forward_backward_brute_force(xp, dtype, to_xp, tol, method, K, T):
     rng = np.random.default_rng(K * 10 + T)
@@ -68,27 +69,30 @@ def test_forward_backward_forbidden_transitions(xp, to64):
     with np.errstate(divide="ignore"):
         log_A = np.log(A)
     marg, pair, log_z, path, best = brute_force(log_pi, log_A, log_lik)
-    for method in METHODS:
+    for method in FB_METHODS:
         res = forward_backward(to64(log_pi), to64(log_A),
                                to64(log_lik), method=method)
         np.testing.assert_allclose(_np(res.marginals), marg, atol=1e-12)
         np.testing.assert_allclose(_np(res.pairwise), pair, atol=1e-12)
         np.testing.assert_allclose(_np(res.log_normalizer), log_z, rtol=1e-12)
+    for method in METHODS:
         p, s = viterbi(to64(log_pi), to64(log_A),
                        to64(log_lik), method=method)
         np.testing.assert_array_equal(_np(p), path)
 
 
-@pytest.mark.parametrize("T", [257, 1000])
-def test_scan_long_chain_against_numpy(xp, dtype, to_xp, tol, T):
-    """Odd and even lengths, several scan levels, log Z in the thousands: against NumPy's
-    log-space recursions; plus the identities: marginals sum to one, pairwise marginals sum
-    to the single-site ones."""
+@pytest.mark.parametrize("method", ["scan", "blocked"])
+@pytest.mark.parametrize("T", [257, 1000, 1024])
+def test_long_chain_against_numpy(xp, dtype, to_xp, tol, T, method):
+    """Odd and even lengths, several scan levels; for the blocked solver several blocks with
+    a tail (T = 257, 1000) and without (T = 1024, 16 blocks of 64); log Z in the thousands:
+    against NumPy's log-space recursions; plus the identities: marginals sum to one, pairwise
+    marginals sum to the single-site ones."""
     rng = np.random.default_rng(T)
     log_pi, log_A, log_lik = random_hmm(rng, 4, T, scale=3.0)
     log_lik = log_lik - 5.0  # log Z around -5 T: far outside exp's range
     marg, xi, log_z = numpy_forward_backward(log_pi, log_A, log_lik)
-    res = forward_backward(to_xp(log_pi), to_xp(log_A), to_xp(log_lik))
+    res = forward_backward(to_xp(log_pi), to_xp(log_A), to_xp(log_lik), method=method)
     m = _np(res.marginals)
     np.testing.assert_allclose(m, marg, atol=100 * tol)
     np.testing.assert_allclose(_np(res.pairwise), xi.sum(0), atol=100 * tol * T, rtol=100 * tol)
@@ -135,3 +139,139 @@ def test_bad_inputs(xp, to64):
         forward_backward(log_pi, log_A, log_lik, method="loop")
     with pytest.raises(TypeError, match="log_A"):
         viterbi(log_pi, [[0.0]], log_lik)
+
+
+# ------------------------------------------------------------------ the blocked solver
+def _extended_reference(log_pi, log_A, log_lik):
+    """Scaled forward-backward, sequential, in extended precision (np.longdouble): for long
+    chains a tighter reference than the log-space recursions, whose log messages in the
+    thousands carry absolute errors ~1e-11."""
+    ld = np.longdouble
+    A = np.exp(np.asarray(log_A, dtype=ld))
+    lik = np.exp(np.asarray(log_lik, dtype=ld))
+    T, K = lik.shape
+    alpha = np.empty((T, K), dtype=ld)
+    beta = np.empty((T, K), dtype=ld)
+    scale = np.empty(T, dtype=ld)
+    a = np.exp(np.asarray(log_pi, dtype=ld)) * lik[0]
+    scale[0] = a.sum()
+    alpha[0] = a / scale[0]
+    for t in range(1, T):
+        a = (alpha[t - 1] @ A) * lik[t]
+        scale[t] = a.sum()
+        alpha[t] = a / scale[t]
+    beta[-1] = 1.0
+    for t in range(T - 2, -1, -1):
+        b = A @ (lik[t + 1] * beta[t + 1])
+        beta[t] = b / b.sum()
+    marg = alpha * beta
+    marg /= marg.sum(axis=1, keepdims=True)
+    xi = alpha[:-1, :, None] * A * (lik[1:] * beta[1:])[:, None, :]
+    xi /= xi.sum(axis=(1, 2), keepdims=True)
+    return (marg.astype(np.float64), xi.sum(0).astype(np.float64),
+            float(np.log(scale).sum()))
+
+
+def _count_scan_calls(monkeypatch):
+    """Count calls of the exact scan (the blocked solver's fallback)."""
+    from gpnum.hmm import _inference
+
+    calls = []
+    scan = _inference._chain_products
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(_inference, "_chain_products", counting)
+    return calls
+
+
+def test_blocked_accepts_its_speculation_on_a_mixing_chain(xp, to64, monkeypatch):
+    """A well-mixing chain: the warm-up guesses pass the exit check, no fallback; the result
+    equals NumPy's log-space recursions, batched, with a different start per chain."""
+    rng = np.random.default_rng(11)
+    T = 3000
+    _, log_A, log_lik = random_hmm(rng, 3, T, batch=(2,), scale=3.0)
+    log_pis = np.log(rng.dirichlet(np.ones(3), size=2))
+    calls = _count_scan_calls(monkeypatch)
+    res = forward_backward(to64(log_pis), to64(log_A), to64(log_lik), method="blocked")
+    assert calls == []
+    for b in range(2):
+        marg, pair, log_z = _extended_reference(log_pis[b], log_A, log_lik[b])
+        np.testing.assert_allclose(_np(res.marginals)[b], marg, atol=1e-14)
+        np.testing.assert_allclose(_np(res.pairwise)[b], pair, rtol=1e-13)
+        np.testing.assert_allclose(_np(res.log_normalizer)[b], log_z, rtol=1e-14)
+
+
+def test_blocked_sweeps_until_exact_on_a_sticky_chain(xp, to64, monkeypatch):
+    """A sticky chain with weak evidence forgets its start in ~100 steps, more than the
+    warm-up (32) and the blocks (64): the guesses fail the exit check, and further sweeps
+    (not the scan) must give the exact result."""
+    from gpnum.hmm import _inference
+
+    rng = np.random.default_rng(12)
+    T, K = 4000, 3
+    A = np.full((K, K), 0.1 / (K - 1)) + np.eye(K) * (1.0 - 0.1 - 0.1 / (K - 1))
+    log_A = np.log(A)
+    log_pi = np.log(np.full(K, 1.0 / K))
+    log_lik = 0.05 * rng.normal(size=(T, K))
+    marg, pair, log_z = _extended_reference(log_pi, log_A, log_lik)
+    calls = _count_scan_calls(monkeypatch)
+    sweeps = []
+    run_blocks = _inference._run_blocks
+    monkeypatch.setattr(_inference, "_run_blocks",
+                        lambda *a, **k: sweeps.append(1) or run_blocks(*a, **k))
+    res = forward_backward(to64(log_pi), to64(log_A), to64(log_lik), method="blocked")
+    assert calls == [] and len(sweeps) > 2  # more than one sweep per chain
+    np.testing.assert_allclose(_np(res.marginals), marg, atol=1e-13)
+    np.testing.assert_allclose(_np(res.pairwise), pair, rtol=1e-12)
+    np.testing.assert_allclose(_np(res.log_normalizer), log_z, rtol=1e-14)
+
+
+def test_blocked_falls_back_to_the_scan_when_it_cannot_forget(xp, to64, monkeypatch):
+    """The identity transition matrix never forgets the start: no sweep count passes the
+    check, so both chains fall back to the exact scan, and the answer is still exact."""
+    rng = np.random.default_rng(13)
+    T, K = 2000, 3
+    with np.errstate(divide="ignore"):
+        log_A = np.log(np.eye(K))
+    log_pi = np.log(rng.dirichlet(np.ones(K)))
+    log_lik = rng.normal(size=(T, K))
+    calls = _count_scan_calls(monkeypatch)
+    res = forward_backward(to64(log_pi), to64(log_A), to64(log_lik), method="blocked")
+    assert len(calls) == 2
+    post = log_pi + log_lik.sum(0)  # the state never changes: one draw, T observations
+    post = np.exp(post - post.max())
+    post /= post.sum()
+    np.testing.assert_allclose(_np(res.marginals), np.broadcast_to(post, (T, K)), atol=1e-12)
+
+
+def test_blocked_float32_log_normalizer(xp, to_xp, dtype):
+    """The blocked solver adds its log scales in float64 even for float32 data: log Z of a
+    long chain is as accurate as float32 can store it."""
+    rng = np.random.default_rng(14)
+    T = 20000
+    log_pi, log_A, log_lik = random_hmm(rng, 4, T, scale=3.0)
+    log_lik = log_lik - 5.0
+    res = forward_backward(to_xp(log_pi), to_xp(log_A), to_xp(log_lik), method="blocked")
+    # the reference on the inputs as the dtype holds them
+    _, _, log_z = _extended_reference(*(_np(to_xp(a)).astype(np.float64)
+                                        for a in (log_pi, log_A, log_lik)))
+    eps = np.finfo(_np(res.log_normalizer).dtype).eps
+    assert abs(float(_np(res.log_normalizer)) - log_z) <= 64 * eps * abs(log_z)
+
+
+def test_auto_method_choice(xp, to64):
+    """"auto" picks the blocked solver for long chains on a CPU namespace only."""
+    import array_api_compat
+
+    from gpnum.hmm._inference import _BLOCKED_MIN_STEPS, _auto_method
+
+    short = to64(np.zeros((_BLOCKED_MIN_STEPS - 1, 2)))
+    long = to64(np.zeros((_BLOCKED_MIN_STEPS, 2)))
+    ns = array_api_compat.array_namespace(long)
+    cpu = array_api_compat.is_numpy_namespace(ns) or (
+        array_api_compat.is_torch_namespace(ns) and long.device.type == "cpu")
+    assert _auto_method(ns, short) == "scan"
+    assert _auto_method(ns, long) == ("blocked" if cpu else "scan")

@@ -96,7 +96,11 @@ class HMMBase:
     def _expected_log_lik(self, Y):  # (N, ...) -> (N, K)
         raise NotImplementedError
 
-    def _emission_statistics(self, weights, Y):  # (N, K), (N, ...) -> dict like the prior
+    def _emission_features(self, Y):  # (N, ...) -> array or None, see _emission_statistics
+        return None
+
+    def _emission_statistics(self, weights, Y, features=None):
+        # (N, K), (N, ...), _emission_features(Y) or None -> dict like the prior
         raise NotImplementedError
 
     def _emission_kl(self):  # -> scalar array
@@ -159,14 +163,15 @@ class HMMBase:
         log_lik = self._expected_log_lik(Y)
         return forward_backward(log_pi, log_A, log_lik, check=False)
 
-    def _statistics_from(self, fb, Y, emission_weights=None, init_weights=None):
-        """Sufficient statistics ``{key: array}`` from forward-backward output of one chain."""
+    def _statistics_from(self, fb, Y, emission_weights=None, init_weights=None, features=None):
+        """Sufficient statistics ``{key: array}`` from forward-backward output of one chain
+        (``features``: ``_emission_features(Y)``, when the caller keeps them across calls)."""
         gamma = fb.marginals
         if emission_weights is not None:
             gamma = gamma * emission_weights[..., None]
         stats = {"pi": fb.marginals[0, :] if init_weights is None else init_weights,
                  "A": fb.pairwise}
-        stats.update(self._emission_statistics(gamma, Y))
+        stats.update(self._emission_statistics(gamma, Y, features))
         return stats
 
     def elbo(self, Y):
@@ -309,11 +314,12 @@ class HMMBase:
         history = {"elbo": [], "time": [], "step": []}
         start = time.perf_counter()
         previous = -math.inf
+        features = self._emission_features(Y)  # the data's part of the statistics, once
         for it in range(max_iter):
             fb = self._local(Y)
             value = float(fb.log_normalizer - self._kl())  # ELBO at (new q(x), current q(theta))
             history["elbo"].append(value)
-            self._global_step(self._statistics_from(fb, Y))
+            self._global_step(self._statistics_from(fb, Y, features=features))
             history["time"].append(time.perf_counter() - start)
             history["step"].append(it + 1)
             if verbose:

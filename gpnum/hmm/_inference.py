@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import array_api_compat
+
 from gpnum.backend import device_of, get_namespace, is_array
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.hmm._scan import associative_scan, vector_prefix_scan
@@ -188,7 +190,127 @@ def _times_matrix(xp, V, M):
     return xp.reshape(xp.matmul(flat, M), V.shape)
 
 
-def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_shift=None):
+def _chain_setup(xp, log_v0, log_M, log_rows, rows, rows_shift):
+    """Scaled operands shared by :func:`_chain_products` and :func:`_chain_products_blocked`.
+
+    Returns ``(v0, c0, M, L, step_shift)``: the normalised start vector (..., K) and its log
+    scale (...), a step matrix ``M`` with entries <= 1, and step rows ``L`` (..., n, K) <= 1
+    with log scales ``step_shift`` (..., n) such that ``diag(exp(log_rows_k)) exp(log_M) =
+    exp(step_shift_k) diag(L_k) M``.
+    """
+    K = log_rows.shape[-1]
+    batch = log_rows.shape[:-2]
+    shift0 = _finite_or_zero(xp, xp.max(log_v0, axis=-1))
+    v0, c0 = _normalise_rows(xp, xp.exp(log_v0 - shift0[..., None]), shift0)
+    v0 = xp.broadcast_to(v0, batch + (K,))
+    c0 = xp.broadcast_to(c0, batch)
+    row_shift = _finite_or_zero(xp, xp.max(log_M, axis=-1))
+    M = xp.exp(log_M - row_shift[:, None])  # rows of M with maximum 1
+    top = xp.max(row_shift)
+    weights = xp.exp(row_shift - top)  # (K,): the row shifts as factors <= 1
+    # One synchronisation per call (on K numbers): can the row shifts stay in M (the given
+    # rows then used as they are, no pass over them) without losing range?
+    if rows is not None and bool(xp.min(weights) >= xp.finfo(weights.dtype).smallest_normal ** 0.5):
+        return v0, c0, M * weights[:, None], rows, rows_shift + top
+    shifted = log_rows + row_shift
+    step_shift = _finite_or_zero(xp, _row_max(xp, shifted))  # (..., n)
+    return v0, c0, M, xp.exp(shifted - step_shift[..., None]), step_shift
+
+
+def _step_major(xp, L, step_shift, C):
+    """Step rows (..., n, K) padded after ``p_n`` with ones to ``blocks * C >= n + 1`` rows and
+    laid out step-major (..., C, blocks, K): the rows used together at step ``j`` of every
+    block are then contiguous (a broadcast product with a strided operand is 3x slower in
+    NumPy when the blocks are many and short). Returns ``(L, step_shift, num_blocks)``."""
+    n, K = L.shape[-2], L.shape[-1]
+    batch = L.shape[:-2]
+    dev = device_of(L)
+    num_blocks = -(-(n + 1) // C)
+    pad = num_blocks * C - n
+    if pad:  # padded steps use L = 1: finite values, sliced off by the caller
+        L = xp.concat([L, xp.ones(batch + (pad, K), dtype=L.dtype, device=dev)], axis=-2)
+        step_shift = xp.concat(
+            [step_shift, xp.zeros(batch + (pad,), dtype=L.dtype, device=dev)], axis=-1)
+    nd = len(batch)
+    lead = tuple(range(nd))
+    L = xp.reshape(xp.permute_dims(xp.reshape(L, batch + (num_blocks, C, K)),
+                                   lead + (nd + 1, nd, nd + 2)), batch + (C * num_blocks, K))
+    L = xp.reshape(L, batch + (C, num_blocks, K))
+    step_shift = xp.reshape(xp.permute_dims(xp.reshape(step_shift, batch + (num_blocks, C)),
+                                            lead + (nd + 1, nd)), batch + (C, num_blocks))
+    return L, step_shift, num_blocks
+
+
+def _run_steps(xp, V, c, M, L, step_shift, out_v, out_c, step_axis):
+    """Run ``C`` steps from ``(V, c)`` (..., [blocks,] K), all blocks at once.
+
+    ``L`` and ``step_shift`` hold the steps along ``step_axis`` (negative, counted on ``L``);
+    step ``j``'s input vector is written to position ``j`` of ``out_v`` / ``out_c`` along the
+    same axis. Returns the exit ``(V, c)``, the vector after the last step.
+    """
+    C = L.shape[step_axis]
+    for j in range(C):
+        at = (Ellipsis, j) + (slice(None),) * (-step_axis - 1)
+        at_c = (Ellipsis, j) + (slice(None),) * (-step_axis - 2)
+        out_v[at] = V
+        out_c[at_c] = c
+        V, c = _normalise_rows(xp, _times_matrix(xp, V * L[at], M), c + step_shift[at_c])
+    return V, c
+
+
+def _run_steps_lean(xp, V, c, M, L, step_shift, out_v, out_c, step_axis):
+    """:func:`_run_steps` with the fewest array operations per step (the blocked solver's
+    steps are short and call-bound). A row that sums to zero is left at zero with a finite
+    log scale instead of ``-inf``: it stays zero, so it shows in the exit, which the caller
+    checks (and then uses the exact scan).
+    """
+    C = L.shape[step_axis]
+    shape = V.shape
+    K = shape[-1]
+    dev = device_of(V)
+    ones = xp.ones((K, 1), dtype=V.dtype, device=dev)
+    one = xp.ones((1, 1), dtype=V.dtype, device=dev)
+    for j in range(C):
+        at = (Ellipsis, j) + (slice(None),) * (-step_axis - 1)
+        at_c = (Ellipsis, j) + (slice(None),) * (-step_axis - 2)
+        out_v[at] = V
+        out_c[at_c] = c
+        u = xp.matmul(xp.reshape(V * L[at], (-1, K)), M)
+        total = xp.matmul(u, ones)  # (N, 1): a row sum as a GEMV (faster in NumPy)
+        total = xp.where(total > 0.0, total, one)
+        V = xp.reshape(u / total, shape)
+        c = c + (xp.reshape(xp.log(total), shape[:-1]) + step_shift[at_c])
+    return V, c
+
+
+def _run_blocks(xp, V, c, M, Lb, sb, out_v, out_c, tile=16):
+    """:func:`_run_steps_lean` over time-major blocks ``Lb`` (..., B, C, K), ``sb`` (..., B, C).
+
+    Step ``j`` touches one row of every block, ``B`` rows far apart in memory; done one step
+    at a time that costs a TLB miss per block and step. So ``tile`` steps of rows are first
+    gathered into a step-major (tile, B, K) buffer, run there, and written back at once.
+    """
+    batch = Lb.shape[:-3]
+    B, C, K = Lb.shape[-3:]
+    nd = len(batch)
+    lead = tuple(range(nd))
+    for j0 in range(0, C, tile):
+        j1 = min(C, j0 + tile)
+        # The reshape of the permuted view makes the one (C-order) copy.
+        Lt = xp.reshape(xp.reshape(xp.permute_dims(Lb[..., j0:j1, :], lead + (nd + 1, nd, nd + 2)),
+                                   batch + ((j1 - j0) * B, K)), batch + (j1 - j0, B, K))
+        st = xp.reshape(xp.reshape(xp.permute_dims(sb[..., j0:j1], lead + (nd + 1, nd)),
+                                   batch + ((j1 - j0) * B,)), batch + (j1 - j0, B))
+        tv = xp.empty(Lt.shape, dtype=out_v.dtype, device=device_of(Lt))
+        tc = xp.empty(st.shape, dtype=out_c.dtype, device=device_of(Lt))
+        V, c = _run_steps_lean(xp, V, c, M, Lt, st, tv, tc, step_axis=-3)
+        out_v[..., j0:j1, :] = xp.permute_dims(tv, lead + (nd + 1, nd, nd + 2))
+        out_c[..., j0:j1] = xp.permute_dims(tc, lead + (nd + 1, nd))
+    return V, c
+
+
+def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_shift=None,
+                    num_steps=None):
     """Normalised prefixes of ``p_0 = exp(log_v0)``, ``p_{k+1} = p_k diag(exp(log_rows_k)) M``.
 
     The sum-product forward (``M = A``) and backward (``M = A^T``, reversed time) recursions of
@@ -212,6 +334,9 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_
         ``rows <= 1``: saves three passes over (n, K) (a row maximum and an exponential) when
         the caller has them, as forward-backward does. Used unless the row shifts of ``M``
         span more than half the dtype's exponent range (then ``log_rows`` is used).
+    num_steps : int, optional
+        ``n``, when the row arrays hold more rows than steps (the rest are ignored here;
+        :func:`_chain_products_blocked` may read one more as padding).
 
     Returns
     -------
@@ -220,46 +345,19 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_
     c : array (..., n + 1)
         ``log sum_j p_k(j)``.
     """
+    if num_steps is not None and num_steps != log_rows.shape[-2]:
+        log_rows = _range_t(log_rows, 0, num_steps)
+        if rows is not None:
+            rows = _range_t(rows, 0, num_steps)
+            rows_shift = _range_t(rows_shift, 0, num_steps, axis=-1)
     n, K = log_rows.shape[-2], log_rows.shape[-1]
     batch = log_rows.shape[:-2]
     dev = device_of(log_rows)
-    shift0 = _finite_or_zero(xp, xp.max(log_v0, axis=-1))
-    v0, c0 = _normalise_rows(xp, xp.exp(log_v0 - shift0[..., None]), shift0)
-    v0 = xp.broadcast_to(v0, batch + (K,))
-    c0 = xp.broadcast_to(c0, batch)
+    v0, c0, M, L, step_shift = _chain_setup(xp, log_v0, log_M, log_rows, rows, rows_shift)
     if n == 0:
         return v0[..., None, :], c0[..., None]
-    row_shift = _finite_or_zero(xp, xp.max(log_M, axis=-1))
-    M = xp.exp(log_M - row_shift[:, None])  # rows of M with maximum 1; shifts go to the rows
-    top = xp.max(row_shift)
-    weights = xp.exp(row_shift - top)  # (K,): the row shifts as factors <= 1
-    # One synchronisation per call (on K numbers): is the cheap path's range loss harmless?
-    if rows is not None and bool(xp.min(weights) >= xp.finfo(weights.dtype).smallest_normal ** 0.5):
-        L = rows * weights
-        step_shift = rows_shift + top
-    else:
-        shifted = log_rows + row_shift
-        step_shift = _finite_or_zero(xp, _row_max(xp, shifted))  # (..., n)
-        L = xp.exp(shifted - step_shift[..., None])  # (..., n, K)
-
     C = max(1, math.ceil(math.log2(n + 1))) if block is None else block
-    num_blocks = -(-(n + 1) // C)  # ceil: the outputs p_0 .. p_n fill num_blocks * C >= n + 1
-    pad = num_blocks * C - n
-    if pad:  # padded steps (only ever after p_n) use L = 1: finite values, sliced off below
-        L = xp.concat([L, xp.ones(batch + (pad, K), dtype=L.dtype, device=dev)], axis=-2)
-        step_shift = xp.concat(
-            [step_shift, xp.zeros(batch + (pad,), dtype=L.dtype, device=dev)], axis=-1)
-    # Step-major layout (C, blocks, ...): the rows used together at step j are then contiguous
-    # (a broadcast product with a strided operand is 3x slower in NumPy). The reshape of the
-    # permuted view makes the one copy.
-    nd = len(batch)
-    lead = tuple(range(nd))
-    L = xp.reshape(xp.permute_dims(xp.reshape(L, batch + (num_blocks, C, K)),
-                                   lead + (nd + 1, nd, nd + 2)), batch + (C * num_blocks, K))
-    L = xp.reshape(L, batch + (C, num_blocks, K))
-    step_shift = xp.reshape(xp.permute_dims(xp.reshape(step_shift, batch + (num_blocks, C)),
-                                            lead + (nd + 1, nd)), batch + (C, num_blocks))
-
+    L, step_shift, num_blocks = _step_major(xp, L, step_shift, C)
     # (1) transfer matrices of blocks 0 .. num_blocks - 2 (the last block's is never needed)
     if num_blocks > 1:
         nb = num_blocks - 1
@@ -276,23 +374,146 @@ def _chain_products(xp, log_v0, log_M, log_rows, block=None, *, rows=None, rows_
         V, c = v0[..., None, :], c0[..., None]
     # (3) block interiors, all blocks at once, written step-major into fresh buffers (no input
     # is modified), then brought back to time order by one transposing copy
-    out_v = xp.empty(batch + (C, num_blocks, K), dtype=L.dtype, device=dev)
-    out_c = xp.empty(batch + (C, num_blocks), dtype=L.dtype, device=dev)
-    out_v[..., 0, :, :] = V
-    out_c[..., 0, :] = c
-    for j in range(C - 1):
-        V, c = _normalise_rows(xp, _times_matrix(xp, V * L[..., j, :, :], M),
-                               c + step_shift[..., j, :])
-        out_v[..., j + 1, :, :] = V
-        out_c[..., j + 1, :] = c
+    out_v = xp.empty(L.shape, dtype=L.dtype, device=dev)
+    out_c = xp.empty(step_shift.shape, dtype=L.dtype, device=dev)
+    _run_steps(xp, V, c, M, L, step_shift, out_v, out_c, step_axis=-3)
+    nd = len(batch)
+    lead = tuple(range(nd))
     V = xp.reshape(xp.permute_dims(out_v, lead + (nd + 1, nd, nd + 2)),
                    batch + (num_blocks * C, K))
     c = xp.reshape(xp.permute_dims(out_c, lead + (nd + 1, nd)), batch + (num_blocks * C,))
     return _range_t(V, 0, n + 1), _range_t(c, 0, n + 1, axis=-1)
 
 
-def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
-    """Forward and backward messages by parallel prefix products (:func:`_chain_products`).
+def _blocked_shape(N, block=None):
+    """``(B, C)``: ``B`` blocks of ``C`` steps covering at most ``N`` outputs (the rest run
+    after them as a tail, one vector per step).
+
+    ``C`` is about ``sqrt(N)`` and at least 64 steps (long enough for a filter to forget its
+    start); among the block counts within 25% of ``N / C`` the one leaving the shortest tail
+    is taken (none when ``N`` has a divisor there, e.g. ``N = 10^6``).
+    """
+    if block is not None:
+        return N // block, block
+    B0 = N // max(64, math.isqrt(N))
+    if B0 < 2:
+        return B0, max(64, math.isqrt(N))
+    best = min(range(max(1, B0 * 4 // 5), B0 * 5 // 4 + 1),
+               key=lambda b: (N - b * (N // b), abs(b - B0)))
+    return best, N // best
+
+
+def _chain_products_blocked(xp, log_v0, log_M, log_rows, block=None, *, rows=None,
+                            rows_shift=None, num_steps=None, max_sweeps=4, warmup=None):
+    """:func:`_chain_products` by speculative blocks: O(n K) work instead of O(n K^2).
+
+    The steps are cut into ``B`` full blocks of ``C`` steps (default about ``sqrt(n)``) and a
+    shorter tail. The blocks all run at once, one GEMM ``(B, K) @ (K, K)`` per step. A block's
+    entry vector is the previous block's exit, not known in advance; but a normalised forward
+    (or backward) message forgets where it started (the step maps contract in Hilbert's
+    projective metric when ``M`` is positive), so each entry is first *guessed* by running the
+    last ``warmup`` steps of the previous block from the uniform vector. The blocks then run
+    from their guesses, and the result is accepted when every exit equals the next block's
+    entry to ``256 * eps`` (absolute, on sum-1 vectors): block 0 starts from the exact ``p_0``,
+    so by induction every block then started from its exact prefix. If the check fails, the
+    blocks rerun from the exits just computed (a sweep, checked again). The exact two-level
+    scan :func:`_chain_products` is used instead after ``max_sweeps`` sweeps, or as soon as a
+    sweep shrinks the largest mismatch less than 100-fold: chains that forget much more
+    slowly than a block's length (near-identity transitions, uninformative data) are still
+    exact, at the scan's price plus two sweeps. The tail runs from the last exit.
+
+    Cost: one sweep is ``C`` sequential steps of O(B K) work; usually one sweep and a
+    quarter-length warm-up suffice, against the scan's O(n K^2) transfer matrices (about 4x
+    less time in NumPy at n = 10^6, K = 5). On a GPU the scan's O(log n) depth means far fewer
+    kernel launches, which is why both are kept.
+
+    Parameters and returns as :func:`_chain_products`; ``max_sweeps`` bounds the sweeps after
+    the warm-up, ``warmup`` (default ``max(32, C // 8)``) is its length in steps. When the row
+    arrays hold a row beyond ``num_steps``, the blocks may read it (into the last block's
+    unused exit) and then cover all ``n + 1`` outputs, so that no tail has to be appended
+    by a copy of the whole result.
+    """
+    avail, K = log_rows.shape[-2], log_rows.shape[-1]
+    n = avail if num_steps is None else num_steps
+    batch = log_rows.shape[:-2]
+    v0, c0, M, L, step_shift = _chain_setup(xp, log_v0, log_M, log_rows, rows, rows_shift)
+    dtype, dev = L.dtype, device_of(L)
+
+    def exact():
+        return _chain_products(xp, log_v0, log_M, log_rows, rows=rows, rows_shift=rows_shift,
+                               num_steps=n)
+
+    # Log scales accumulate over up to n steps in sequence (the scan adds them in a tree):
+    # in float32 that alone costs ~1e-6 relative, so they are kept in float64 and cast back.
+    wide = xp.float64 if dtype == xp.float32 else dtype
+    c0 = xp.astype(c0, wide)
+    # outputs p_0 .. p_{B C - 1} in blocks (reading rows up to B C - 1), the rest after
+    B, C = _blocked_shape(min(n + 1, avail), block)
+    parts_v, parts_c = [], []
+    V, c = v0, c0
+    if B > 0:
+        # Time-major views (..., B, C, K): a strided step operand costs little next to the
+        # per-step call overhead here, and saves two transposing copies of the whole chain.
+        Lb = xp.reshape(_range_t(L, 0, B * C), batch + (B, C, K))
+        sb = xp.reshape(_range_t(step_shift, 0, B * C, axis=-1), batch + (B, C))
+        out_v = xp.empty(batch + (B, C, K), dtype=dtype, device=dev)
+        out_c = xp.empty(batch + (B, C), dtype=wide, device=dev)
+        zero_c = xp.zeros(batch + (B,), dtype=wide, device=dev)
+        G = None  # guessed entries of blocks 1 .. B - 1
+        if B > 1:
+            w = min(C, max(32, C // 8)) if warmup is None else min(max(1, warmup), C)
+            G = xp.full(batch + (B - 1, K), 1.0 / K, dtype=dtype, device=dev)
+            for j in range(C - w, C):
+                G, _ = _normalise_rows(xp, _times_matrix(xp, G * Lb[..., :B - 1, j, :], M),
+                                       sb[..., :B - 1, j])
+        tol = 256.0 * float(xp.finfo(dtype).eps)
+        previous = math.inf
+        for _ in range(max_sweeps):
+            entries = v0[..., None, :] if G is None else xp.concat([v0[..., None, :], G], axis=-2)
+            # Local log scales start at 0 in every block; the global offsets follow below.
+            X, gain = _run_blocks(xp, entries, zero_c, M, Lb, sb, out_v, out_c)
+            if G is None:
+                break
+            mismatch = float(xp.max(xp.abs(X[..., :B - 1, :] - G)))
+            if mismatch <= tol:
+                break
+            if mismatch > 1e-2 * previous:
+                return exact()  # a sweep gained less than 100x: the chain barely forgets
+            previous = mismatch
+            G = X[..., :B - 1, :]
+        else:
+            return exact()
+        if not bool(xp.min(xp.sum(X, axis=-1)) > 0.0):  # a message went to zero: need -inf
+            return exact()
+        # Block b's entry carries the log scale c0 + the gains of blocks 0 .. b - 1.
+        offset = xp.cumulative_sum(gain, axis=-1) + c0[..., None]  # after block b
+        start = xp.concat([c0[..., None], offset[..., :B - 1]], axis=-1)
+        parts_v.append(xp.reshape(out_v, batch + (B * C, K)))
+        parts_c.append(xp.reshape(out_c + start[..., None], batch + (B * C,)))
+        V, c = X[..., B - 1, :], offset[..., B - 1]
+    if B * C == n + 1:
+        return parts_v[0], xp.astype(parts_c[0], dtype, copy=False)
+    # The tail: p_{B C} .. p_n from the exact exit of the last block.
+    r = n - B * C
+    tail_v = xp.empty(batch + (r + 1, K), dtype=dtype, device=dev)
+    tail_c = xp.empty(batch + (r + 1,), dtype=wide, device=dev)
+    V, c = _run_steps_lean(xp, V, c, M, _range_t(L, B * C, n),
+                           _range_t(step_shift, B * C, n, axis=-1), tail_v, tail_c, step_axis=-2)
+    if r > 0 and not bool(xp.min(xp.sum(V, axis=-1)) > 0.0):
+        return exact()
+    tail_v[..., r, :] = V
+    tail_c[..., r] = c
+    parts_v.append(tail_v)
+    parts_c.append(tail_c)
+    V = tail_v if len(parts_v) == 1 else xp.concat(parts_v, axis=-2)
+    c = tail_c if len(parts_c) == 1 else xp.concat(parts_c, axis=-1)
+    return V, xp.astype(c, dtype, copy=False)
+
+
+def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights,
+                           chain=_chain_products):
+    """Forward and backward messages by prefix products (``chain``: :func:`_chain_products`
+    or :func:`_chain_products_blocked`).
 
     Forward: the one-step predictions ``pred_t = alpha_{t-1} A`` obey ``pred_{t+1} =
     pred_t diag(p(y_t | .)) A`` with ``pred_0 = pi``; backward: ``beta_t^T = beta_{t+1}^T
@@ -304,36 +525,40 @@ def _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights):
     lik_shift = _finite_or_zero(xp, _row_max(xp, log_lik))
     lik = xp.exp(log_lik - lik_shift[..., None])  # (..., T, K), max 1 per step
 
-    pred, c_pred = _chain_products(xp, log_pi, log_A, _range_t(log_lik, 0, T - 1),
-                                   rows=_range_t(lik, 0, T - 1),
-                                   rows_shift=_range_t(lik_shift, 0, T - 1, axis=-1))
-    alpha = pred * lik  # alpha_t up to the scale exp(c_pred_t + lik_shift_t)
-    last_sum = xp.sum(alpha[..., T - 1, :], axis=-1)
-    log_normalizer = c_pred[..., T - 1] + lik_shift[..., T - 1] + _safe_log(xp, last_sum)
-
+    # The chains take all T rows and num_steps = T - 1: the unused last row is padding the
+    # blocked solver may read.
+    pred, c_pred = chain(xp, log_pi, log_A, log_lik, rows=lik, rows_shift=lik_shift,
+                         num_steps=T - 1)
     zeros = xp.zeros(batch + (K,), dtype=log_lik.dtype, device=dev)
-    beta_rev, _ = _chain_products(xp, zeros, xp.matrix_transpose(log_A),
-                                  xp.flip(_range_t(log_lik, 1, T), axis=-2),
-                                  rows=xp.flip(_range_t(lik, 1, T), axis=-2),
-                                  rows_shift=xp.flip(_range_t(lik_shift, 1, T, axis=-1), axis=-1))
+    beta_rev, _ = chain(xp, zeros, xp.matrix_transpose(log_A), xp.flip(log_lik, axis=-2),
+                        rows=xp.flip(lik, axis=-2), rows_shift=xp.flip(lik_shift, axis=-1),
+                        num_steps=T - 1)
     beta = xp.flip(beta_rev, axis=-2)  # beta_t up to a per-t scale (irrelevant below)
 
-    g = alpha * beta
-    marginals = g / _row_sum(xp, g)[..., None]
+    # alpha_t = pred_t lik_t and b_t = lik_t beta_t, each up to a per-t scale.
+    last_sum = xp.sum(pred[..., T - 1, :] * lik[..., T - 1, :], axis=-1)
+    log_normalizer = c_pred[..., T - 1] + lik_shift[..., T - 1] + _safe_log(xp, last_sum)
+    b = lik * beta
+    marginals = pred * b  # alpha_t beta_t, normalised in place below (a fresh array)
+    z = _row_sum(xp, marginals)  # (..., T): pred_t . b_t
+    marginals /= z[..., None]
 
     if T == 1:
         pairwise = xp.zeros(batch + (K, K), dtype=log_lik.dtype, device=dev)
     else:
-        # xi_t(i, j) = a_{t-1}(i) A(i, j) b_t(j) / n_t with b_t = lik_t * beta_t and
-        # n_t = a_{t-1}^T A b_t; the sum over t is one (K, T) @ (T, K) product per batch.
-        # One global shift of log_A here (a per-row shift would weight the rows).
+        # xi_t(i, j) = a_{t-1}(i) A(i, j) b_t(j) / n_t, n_t = a_{t-1}^T A b_t. Since
+        # a_{t-1}^T A = kappa_t pred_t with kappa_t = a_{t-1}^T A 1 (pred_t sums to 1),
+        # n_t = kappa_t z_t: one matrix-vector product instead of a (T, K) @ (K, K) product
+        # and a row sum. The sum over t is one (K, T) @ (T, K) product per batch. One global
+        # shift of log_A here (a per-row shift would weight the rows).
         A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
-        a_prev = _range_t(alpha, 0, T - 1)
-        b_next = _range_t(lik, 1, T) * _range_t(beta, 1, T)
-        n = _row_sum(xp, _times_matrix(xp, a_prev, A) * b_next)  # (..., T-1)
+        a_prev = _range_t(pred, 0, T - 1) * _range_t(lik, 0, T - 1)
+        kappa = xp.matmul(a_prev, xp.sum(A, axis=-1))  # (..., T - 1)
+        n = kappa * _range_t(z, 1, T, axis=-1)
         n = xp.where(n > 0.0, n, xp.ones_like(n))
         coef = 1.0 / n if transition_weights is None else transition_weights / n
-        pairwise = A * xp.matmul(xp.matrix_transpose(a_prev * coef[..., None]), b_next)
+        a_prev *= coef[..., None]
+        pairwise = A * xp.matmul(xp.matrix_transpose(a_prev), _range_t(b, 1, T))
     return ForwardBackwardResult(marginals, pairwise, log_normalizer)
 
 
@@ -366,7 +591,22 @@ def _forward_backward_sequential(xp, log_pi, log_A, log_lik, transition_weights)
     return ForwardBackwardResult(marginals, pairwise, log_normalizer)
 
 
-def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method="scan",
+# Chains at least this long use the blocked solver on a CPU ("auto"): below it the scan's
+# O(log T) depth beats the blocked solver's ~sqrt(T) + 64 sequential steps.
+_BLOCKED_MIN_STEPS = 1 << 14
+
+
+def _auto_method(xp, log_lik):
+    """``"blocked"`` for long chains on a CPU (NumPy, or torch on its CPU device), where a
+    step's cost is its data; ``"scan"`` elsewhere, where kernel launches (depth) dominate."""
+    if log_lik.shape[-2] < _BLOCKED_MIN_STEPS:
+        return "scan"
+    on_cpu = array_api_compat.is_numpy_namespace(xp) or (
+        array_api_compat.is_torch_namespace(xp) and log_lik.device.type == "cpu")
+    return "blocked" if on_cpu else "scan"
+
+
+def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method="auto",
                      check=True):
     """Posterior state marginals of a hidden Markov model, in log space, batched.
 
@@ -383,10 +623,16 @@ def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method=
     transition_weights : array (..., T - 1), optional
         Weights ``w_t`` of the pairwise marginals in ``pairwise`` (for scaled subchain
         statistics); default all ones.
-    method : {"scan", "sequential"}
-        ``"scan"`` (default): associative scans over time, O(log T) depth (Sarkka &
-        Garcia-Fernandez 2021). ``"sequential"``: the textbook log-space recursions with a
-        Python loop over T, kept as the reference.
+    method : {"auto", "scan", "blocked", "sequential"}
+        ``"scan"``: associative scans over time, O(log T) depth (Sarkka & Garcia-Fernandez
+        2021), O(T K^2) elementwise work. ``"blocked"``: about ``sqrt(T)`` blocks run side by
+        side from speculated entry messages, each checked against the previous block's exit
+        (then exact; falls back to the scan when a chain mixes too slowly), O(T K) work and
+        O(sqrt(T)) depth: about twice as fast as the scan on a CPU at T = 10^6, K = 5.
+        ``"auto"`` (default): ``"blocked"`` for chains of at least 16384 steps on a CPU (NumPy,
+        or torch on its CPU device), ``"scan"`` otherwise (GPUs, where depth costs kernel
+        launches). ``"sequential"``: the textbook log-space recursions with a Python loop over
+        T, kept as the reference. All agree to rounding.
     check : bool
         Validate shapes, dtypes and NaN (one host synchronisation). Internal callers that have
         validated their data pass ``False``.
@@ -406,11 +652,17 @@ def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method=
         xp = _check_inputs(log_pi, log_A, log_lik, transition_weights)
     else:
         xp = get_namespace(log_pi, log_A, log_lik)
+    if method == "auto":
+        method = _auto_method(xp, log_lik)
     if method == "scan":
         return _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights)
+    if method == "blocked":
+        return _forward_backward_scan(xp, log_pi, log_A, log_lik, transition_weights,
+                                      chain=_chain_products_blocked)
     if method == "sequential":
         return _forward_backward_sequential(xp, log_pi, log_A, log_lik, transition_weights)
-    raise ValueError(f"method: expected 'scan' or 'sequential', got {method!r}")
+    raise ValueError(
+        f"method: expected 'auto', 'scan', 'blocked' or 'sequential', got {method!r}")
 
 
 # ------------------------------------------------------------------------------- Viterbi

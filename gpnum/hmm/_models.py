@@ -196,19 +196,20 @@ class GaussianHMM(HMMBase):
         return S / (nu[:, None, None] if self.covariance == "full" else nu[:, None])
 
     # -------------------------------------------------------------- expectations
-    def _quadratic(self, Y, m, S):
-        """``(y_t - m_k)^T S_k^-1 (y_t - m_k)`` (T, K) and ``log|S_k|`` (K,).
+    def _quadratic(self, Y, m, S, weight, constant):
+        """``constant_k + weight_k (y_t - m_k)^T S_k^-1 (y_t - m_k)`` (T, K).
 
-        Two GEMMs: ``Z = Y W`` with ``W = [L_1^-T, ..., L_K^-T]`` (D, K D), then the squared
-        entries of ``Z - [L_k^-1 m_k]`` summed per state by a (K D, K) block matrix of ones.
-        The data are first centred on the mean of the state means, so that float32 keeps the
-        differences accurate for data far from the origin.
+        Two GEMMs: ``Z = [Y, 1] [W; -o]`` with ``W = [L_1^-T, ..., L_K^-T]`` (D, K D) and
+        ``o = [L_k^-1 m_k]``, then the squared entries of ``Z`` summed per state, times
+        ``weight``, by a (K D, K) block matrix. The data are first centred on the mean of the
+        state means, so that float32 keeps the differences accurate for data far from the
+        origin. ``weight`` and ``constant`` (K,) may depend on ``S`` only through
+        :meth:`_logdet`.
         """
         xp = get_namespace(Y)
         K, D = self.num_states, self.dim
         dev = device_of(Y)
         centre = xp.mean(m, axis=0)
-        Yc = Y - centre
         mc = m - centre
         if self.covariance == "full":
             L = xp.linalg.cholesky(S)  # (K, D, D)
@@ -216,53 +217,74 @@ class GaussianHMM(HMMBase):
             # W[e, k D + d] = Linv_k[d, e]
             W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))
             offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
-            logdet = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
         else:
             inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
             W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=Y.dtype,
                                                                          device=dev), (2, 0, 1)),
                            (D, K * D))
             offset = xp.reshape(inv_sd * mc, (K * D,))
-            logdet = xp.sum(xp.log(S), axis=-1)
-        Z = Yc @ W - offset
-        block_sum = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=Y.dtype, device=dev)[:, None, :],
-                                               (K, D, K)), (K * D, K))
-        return (Z * Z) @ block_sum, logdet
+        # The offset rides in the GEMM on a column of ones (cheaper than a pass over (T, K D));
+        # the products below are fresh, so they are updated in place.
+        ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=dev)
+        Z = xp.concat([Y - centre, ones], axis=1) @ xp.concat([W, -offset[None, :]], axis=0)
+        Z *= Z
+        block = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=Y.dtype, device=dev)[:, None, :],
+                                           (K, D, K)), (K * D, K))
+        out = Z @ (block * weight)
+        out += constant
+        return out
+
+    def _logdet(self, S):
+        """``log|S_k|`` (K,) of the scale matrices (or diagonals) ``S``."""
+        xp = get_namespace(S)
+        if self.covariance == "full":
+            return 2.0 * xp.sum(xp.log(xp.linalg.diagonal(xp.linalg.cholesky(S))), axis=-1)
+        return xp.sum(xp.log(S), axis=-1)
 
     def _expected_log_lik(self, Y):
         D = self.dim
         kappa, m, S, nu = self._standard()
-        quad, logdet_S = self._quadratic(Y, m, S)
+        logdet_S = self._logdet(S)
         if self.covariance == "full":
             # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi|
             e_logdet = multidigamma(0.5 * nu, D) + D * math.log(2.0) - logdet_S
-            return (-0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
-                    - 0.5 * nu * quad)
-        # lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b, E lambda = a/b.
-        a = 0.5 * nu
-        e_logdet = D * digamma(a) - (logdet_S - D * math.log(2.0))
-        return (-0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
-                - 0.5 * nu * quad)  # a / b = nu / S
+        else:
+            # lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
+            # E lambda = a/b = nu / S.
+            e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
+        constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+        return self._quadratic(Y, m, S, -0.5 * nu, constant)
 
     def _mean_log_lik(self, Y):
         D = self.dim
         kappa, m, S, nu = self._standard()
-        quad, logdet_S = self._quadratic(Y, m, S)
         # Plug-in covariance S / nu: (y - m)^T (S / nu)^-1 (y - m) = nu quad, log|S / nu|.
-        logdet_cov = logdet_S - D * get_namespace(nu).log(nu)
-        return -0.5 * D * _LOG_2PI - 0.5 * logdet_cov - 0.5 * nu * quad
+        logdet_cov = self._logdet(S) - D * get_namespace(nu).log(nu)
+        return self._quadratic(Y, m, S, -0.5 * nu, -0.5 * D * _LOG_2PI - 0.5 * logdet_cov)
 
-    def _emission_statistics(self, weights, Y):
+    def _emission_features(self, Y):
+        """``[1, y, y y^T]`` per step (N, 1 + D + D^2), or ``[1, y, y^2]`` (N, 1 + 2 D) for
+        diagonal covariances: the statistics are then one GEMM ``weights^T F``."""
         xp = get_namespace(Y)
-        N = xp.sum(weights, axis=0)
-        wT = xp.matrix_transpose(weights)  # (K, n)
-        S1 = wT @ Y
+        n, D = Y.shape
+        ones = xp.ones((n, 1), dtype=Y.dtype, device=device_of(Y))
         if self.covariance == "full":
-            n, D = Y.shape
-            outer = xp.reshape(Y[:, :, None] * Y[:, None, :], (n, D * D))
-            S2 = xp.reshape(wT @ outer, (self.num_states, D, D))
+            second = xp.reshape(Y[:, :, None] * Y[:, None, :], (n, D * D))
         else:
-            S2 = wT @ (Y * Y)
+            second = Y * Y
+        return xp.concat([ones, Y, second], axis=1)
+
+    def _emission_statistics(self, weights, Y, features=None):
+        if features is None:
+            features = self._emission_features(Y)
+        xp = get_namespace(Y)
+        K, D = self.num_states, self.dim
+        moments = xp.matrix_transpose(weights) @ features  # (K, F)
+        N = moments[:, 0]
+        S1 = moments[:, 1:1 + D]
+        S2 = moments[:, 1 + D:]
+        if self.covariance == "full":
+            S2 = xp.reshape(S2, (K, D, D))
         return {"kappa": N, "h": S1, "Q": S2, "nu": N}
 
     def _emission_kl(self):
@@ -381,7 +403,7 @@ class CategoricalHMM(HMMBase):
         return xp.take(xp.matrix_transpose(xp.log(w / xp.sum(w, axis=-1, keepdims=True))), Y,
                        axis=0)
 
-    def _emission_statistics(self, weights, Y):
+    def _emission_statistics(self, weights, Y, features=None):
         xp = get_namespace(weights)
         return {"B": xp.matrix_transpose(weights) @ self._onehot(Y, weights.dtype)}
 
