@@ -247,6 +247,30 @@ def test_one_vb_iteration_is_the_conjugate_update(xp, to64, covariance):
         np.testing.assert_allclose(post["scale"][k], expected_scale, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_feature_gemm_paths_against_direct_sums(xp, to64, covariance):
+    """Batch VB's float64 shortcuts: the expected log likelihood as one GEMM on centred
+    features equals the difference form (data far from the origin, one state narrow), and
+    the statistics from those features equal the direct weighted sums in NumPy."""
+    rng = np.random.default_rng(21)
+    T, K, D = 500, 3, 2
+    Y = 1e3 + rng.normal(size=(T, D)) * np.array([1.0, 30.0])
+    Yx = to64(Y)
+    model = GaussianHMM(K, D, covariance=covariance, seed=0)
+    model.fit(Yx, max_iter=2)
+    features = model._emission_features(Yx)
+    direct = _np(model._expected_log_lik(Yx))
+    np.testing.assert_allclose(_np(model._expected_log_lik(Yx, features)), direct,
+                               rtol=1e-11, atol=1e-9)
+    w = rng.dirichlet(np.ones(K), size=T)
+    st = {k: _np(v) for k, v in model._emission_statistics(to64(w), Yx, features).items()}
+    np.testing.assert_allclose(st["kappa"], w.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(st["h"], w.T @ Y, rtol=1e-12)
+    second = np.einsum("tk,ti,tj->kij", w, Y, Y)
+    np.testing.assert_allclose(st["Q"], second if covariance == "full" else
+                               np.einsum("kii->ki", second), rtol=1e-11)
+
+
 # ------------------------------------------------------------------ score and decode
 def test_score_against_enumeration():
     rng = np.random.default_rng(16)

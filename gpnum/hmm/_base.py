@@ -93,7 +93,8 @@ class HMMBase:
     def _emission_init(self, Y, rng):  # -> dict of natural parameters (posterior start)
         raise NotImplementedError
 
-    def _expected_log_lik(self, Y):  # (N, ...) -> (N, K)
+    def _expected_log_lik(self, Y, features=None):
+        # (N, ...), _emission_features(Y) or None -> (N, K)
         raise NotImplementedError
 
     def _emission_features(self, Y):  # (N, ...) -> array or None, see _emission_statistics
@@ -157,10 +158,10 @@ class HMMBase:
                 + _dirichlet_kl(self.posterior_["A"], self.prior_["A"])
                 + self._emission_kl())
 
-    def _local(self, Y):
+    def _local(self, Y, features=None):
         """Local step on the whole chain: forward-backward under the expected log parameters."""
         log_pi, log_A = self._expected_log_params()
-        log_lik = self._expected_log_lik(Y)
+        log_lik = self._expected_log_lik(Y, features)
         return forward_backward(log_pi, log_A, log_lik, check=False)
 
     def _statistics_from(self, fb, Y, emission_weights=None, init_weights=None, features=None):
@@ -316,7 +317,7 @@ class HMMBase:
         previous = -math.inf
         features = self._emission_features(Y)  # the data's part of the statistics, once
         for it in range(max_iter):
-            fb = self._local(Y)
+            fb = self._local(Y, features)
             value = float(fb.log_normalizer - self._kl())  # ELBO at (new q(x), current q(theta))
             history["elbo"].append(value)
             self._global_step(self._statistics_from(fb, Y, features=features))

@@ -241,7 +241,7 @@ class GaussianHMM(HMMBase):
             return 2.0 * xp.sum(xp.log(xp.linalg.diagonal(xp.linalg.cholesky(S))), axis=-1)
         return xp.sum(xp.log(S), axis=-1)
 
-    def _expected_log_lik(self, Y):
+    def _expected_log_lik(self, Y, features=None):
         D = self.dim
         kappa, m, S, nu = self._standard()
         logdet_S = self._logdet(S)
@@ -253,7 +253,36 @@ class GaussianHMM(HMMBase):
             # E lambda = a/b = nu / S.
             e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
         constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+        xp = get_namespace(Y)
+        if features is not None and Y.dtype == xp.float64:
+            return self._quadratic_from_features(features, m, S, -0.5 * nu, constant)
         return self._quadratic(Y, m, S, -0.5 * nu, constant)
+
+    def _quadratic_from_features(self, features, m, S, weight, constant):
+        """:meth:`_quadratic` as one GEMM on the centred features ``F`` of
+        :meth:`_emission_features`: ``(y - m)^T P (y - m) = yc^T P yc - 2 (P mc)^T yc +
+        mc^T P mc`` with ``yc = y - c``, ``mc = m - c``, ``P = S^-1``, so the (T, K) result is
+        ``F^T C`` for a (F, K) coefficient matrix ``C``. The expansion adds terms of size
+        ``|yc|^2 / sigma^2`` and cancels them: harmless in float64 for data centred on their
+        mean, which is why only float64 VB uses it (float32 keeps the differences).
+        """
+        xp = get_namespace(m)
+        c, Ft = features
+        D = self.dim
+        mc = m - c  # (K, D)
+        if self.covariance == "full":
+            P = xp.linalg.inv(S)  # (K, D, D), D is small
+            Pm = xp.squeeze(P @ mc[:, :, None], axis=-1)  # (K, D)
+            second = xp.reshape(P, (self.num_states, D * D))
+        else:
+            P = 1.0 / S  # (K, D)
+            Pm = P * mc
+            second = P
+        first = -2.0 * Pm
+        zeroth = xp.sum(Pm * mc, axis=-1)  # (K,)
+        coef = xp.concat([(weight * zeroth + constant)[:, None], weight[:, None] * first,
+                          weight[:, None] * second], axis=1)  # (K, F)
+        return xp.matrix_transpose(Ft) @ xp.matrix_transpose(coef)
 
     def _mean_log_lik(self, Y):
         D = self.dim
@@ -263,29 +292,40 @@ class GaussianHMM(HMMBase):
         return self._quadratic(Y, m, S, -0.5 * nu, -0.5 * D * _LOG_2PI - 0.5 * logdet_cov)
 
     def _emission_features(self, Y):
-        """``[1, y, y y^T]`` per step (N, 1 + D + D^2), or ``[1, y, y^2]`` (N, 1 + 2 D) for
-        diagonal covariances: the statistics are then one GEMM ``weights^T F``."""
+        """``(c, F)``: the data mean ``c`` (D,) and the centred features ``F`` (1 + D + D^2, N)
+        ``[1, yc, vec(yc yc^T)]`` (or (1 + 2 D, N) ``[1, yc, yc^2]`` for diagonal
+        covariances), ``yc = y - c``, one row per feature: the statistics are then one GEMM
+        ``F weights``. Built row by row from contiguous (N,) products."""
         xp = get_namespace(Y)
         n, D = Y.shape
-        ones = xp.ones((n, 1), dtype=Y.dtype, device=device_of(Y))
-        if self.covariance == "full":
-            second = xp.reshape(Y[:, :, None] * Y[:, None, :], (n, D * D))
-        else:
-            second = Y * Y
-        return xp.concat([ones, Y, second], axis=1)
+        # One transposing copy (the reshape of the transposed view): every op below then
+        # runs on contiguous (N,) rows, several times faster in NumPy than on (N, D) columns.
+        Yt = xp.reshape(xp.reshape(xp.matrix_transpose(Y), (D * n,)), (D, n))
+        c = xp.mean(Yt, axis=1)
+        Yt = Yt - c[:, None]
+        rows = [Yt[i, :] for i in range(D)]
+        rows = [xp.ones((n,), dtype=Y.dtype, device=device_of(Y))] + rows + (
+            [rows[i] * rows[j] for i in range(D) for j in range(D)]
+            if self.covariance == "full" else [r * r for r in rows])
+        return c, xp.stack(rows, axis=0)
 
     def _emission_statistics(self, weights, Y, features=None):
         if features is None:
             features = self._emission_features(Y)
+        c, Ft = features
         xp = get_namespace(Y)
         K, D = self.num_states, self.dim
-        moments = xp.matrix_transpose(weights) @ features  # (K, F)
+        moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
         N = moments[:, 0]
-        S1 = moments[:, 1:1 + D]
-        S2 = moments[:, 1 + D:]
+        hc = moments[:, 1:1 + D]
+        h = hc + N[:, None] * c
         if self.covariance == "full":
-            S2 = xp.reshape(S2, (K, D, D))
-        return {"kappa": N, "h": S1, "Q": S2, "nu": N}
+            Qc = xp.reshape(moments[:, 1 + D:], (K, D, D))
+            Q = (Qc + hc[:, :, None] * c[None, None, :] + c[None, :, None] * hc[:, None, :]
+                 + N[:, None, None] * (c[:, None] * c[None, :]))
+        else:
+            Q = moments[:, 1 + D:] + 2.0 * hc * c + N[:, None] * (c * c)
+        return {"kappa": N, "h": h, "Q": Q, "nu": N}
 
     def _emission_kl(self):
         xp = get_namespace(self.posterior_["kappa"])
@@ -391,7 +431,7 @@ class CategoricalHMM(HMMBase):
         symbols = xp.arange(self.num_symbols, dtype=Y.dtype, device=device_of(Y))
         return xp.astype(Y[:, None] == symbols[None, :], dtype)
 
-    def _expected_log_lik(self, Y):
+    def _expected_log_lik(self, Y, features=None):
         xp = get_namespace(Y)
         w = self.posterior_["B"]
         elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
