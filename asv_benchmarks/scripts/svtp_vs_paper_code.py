@@ -93,7 +93,7 @@ def main():
         for r in rows[-3:]:
             print(f"seed {r[1]}: {r[0]:32s} test NLL {r[2]:.3f}  RMSE {r[3]:.3f}  "
                   f"train {r[4]:.1f} s ({r[5]} steps)", flush=True)
-    print("\n| method | test NLL (mean +- sd) | test RMSE | training time (s, loaded) |")
+    print("\n| method | test NLL (mean +- sd) | test RMSE | training time (s) |")
     print("|---|---|---|---|")
     for name in dict.fromkeys(r[0] for r in rows):
         sel = [r for r in rows if r[0] == name]

@@ -1,7 +1,9 @@
 """Hidden Markov models: exact inference by parallel scans, batch and stochastic variational Bayes.
 
 - :func:`forward_backward`, :func:`viterbi`: log-space, batched over leading axes, associative
-  scans over time (O(log T) depth), with the sequential recursions as ``method="sequential"``.
+  scans over time (O(log T) depth); forward-backward also as speculative blocks checked
+  against each other (``method="blocked"``, O(T K) work, the default for long chains on a CPU);
+  the sequential recursions as ``method="sequential"``.
 - :class:`GaussianHMM`, :class:`CategoricalHMM`: conjugate mean-field VB, ``fit(Y, method="vb")``
   or ``fit(Y, method="svi", ...)`` with subchains and GrowBuf (Foti et al. 2014).
 
