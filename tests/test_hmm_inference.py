@@ -263,15 +263,20 @@ def test_blocked_float32_log_normalizer(xp, to_xp, dtype):
 
 
 def test_auto_method_choice(xp, to64):
-    """"auto" picks the blocked solver for long chains on a CPU namespace only."""
+    """"auto" picks the blocked solver for long chains (and enough work over the batch) on a
+    CPU namespace only."""
     import array_api_compat
 
-    from gpnum.hmm._inference import _BLOCKED_MIN_STEPS, _auto_method
+    from gpnum.hmm._inference import _BLOCKED_MIN_STEPS, _BLOCKED_MIN_WORK, _auto_method
 
     short = to64(np.zeros((_BLOCKED_MIN_STEPS - 1, 2)))
-    long = to64(np.zeros((_BLOCKED_MIN_STEPS, 2)))
+    little = to64(np.zeros((_BLOCKED_MIN_STEPS, 2)))  # long enough, too little work
+    long = to64(np.zeros((_BLOCKED_MIN_WORK, 2)))
+    batched = to64(np.zeros((_BLOCKED_MIN_WORK // _BLOCKED_MIN_STEPS, _BLOCKED_MIN_STEPS, 2)))
     ns = array_api_compat.array_namespace(long)
     cpu = array_api_compat.is_numpy_namespace(ns) or (
         array_api_compat.is_torch_namespace(ns) and long.device.type == "cpu")
     assert _auto_method(ns, short) == "scan"
+    assert _auto_method(ns, little) == "scan"
     assert _auto_method(ns, long) == ("blocked" if cpu else "scan")
+    assert _auto_method(ns, batched) == ("blocked" if cpu else "scan")

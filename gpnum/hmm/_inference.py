@@ -591,15 +591,20 @@ def _forward_backward_sequential(xp, log_pi, log_A, log_lik, transition_weights)
     return ForwardBackwardResult(marginals, pairwise, log_normalizer)
 
 
-# Chains at least this long use the blocked solver on a CPU ("auto"): below it the scan's
-# O(log T) depth beats the blocked solver's ~sqrt(T) + 64 sequential steps.
-_BLOCKED_MIN_STEPS = 1 << 14
+# The blocked solver is used on a CPU ("auto") for chains of at least _BLOCKED_MIN_STEPS steps
+# and at least _BLOCKED_MIN_WORK steps over the whole batch: below that the scan's O(log T)
+# depth beats the blocked solver's ~sqrt(T) + 64 sequential steps (measured in NumPy, K = 5:
+# the scan is faster at T = 1000 alone or 10 x 200, the blocked solver from T = 4000 alone or
+# 10 x 1000 on).
+_BLOCKED_MIN_STEPS = 512
+_BLOCKED_MIN_WORK = 4096
 
 
 def _auto_method(xp, log_lik):
     """``"blocked"`` for long chains on a CPU (NumPy, or torch on its CPU device), where a
     step's cost is its data; ``"scan"`` elsewhere, where kernel launches (depth) dominate."""
-    if log_lik.shape[-2] < _BLOCKED_MIN_STEPS:
+    T = log_lik.shape[-2]
+    if T < _BLOCKED_MIN_STEPS or math.prod(log_lik.shape[:-1]) < _BLOCKED_MIN_WORK:
         return "scan"
     on_cpu = array_api_compat.is_numpy_namespace(xp) or (
         array_api_compat.is_torch_namespace(xp) and log_lik.device.type == "cpu")
@@ -629,9 +634,9 @@ def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method=
         side from speculated entry messages, each checked against the previous block's exit
         (then exact; falls back to the scan when a chain mixes too slowly), O(T K) work and
         O(sqrt(T)) depth: about twice as fast as the scan on a CPU at T = 10^6, K = 5.
-        ``"auto"`` (default): ``"blocked"`` for chains of at least 16384 steps on a CPU (NumPy,
-        or torch on its CPU device), ``"scan"`` otherwise (GPUs, where depth costs kernel
-        launches). ``"sequential"``: the textbook log-space recursions with a Python loop over
+        ``"auto"`` (default): ``"blocked"`` on a CPU (NumPy, or torch on its CPU device) for
+        chains of at least 512 steps and 4096 steps over the batch, ``"scan"`` otherwise
+        (short chains, and GPUs, where depth costs kernel launches). ``"sequential"``: the textbook log-space recursions with a Python loop over
         T, kept as the reference. All agree to rounding.
     check : bool
         Validate shapes, dtypes and NaN (one host synchronisation). Internal callers that have
