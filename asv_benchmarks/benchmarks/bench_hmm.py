@@ -1,4 +1,4 @@
-"""Hidden Markov models: forward-backward (scan and blocked) and Viterbi, one batch VB iteration, one SVI step.
+"""HMMs: forward-backward (scan and blocked), Viterbi, one batch VB iteration, one SVI step.
 
 Each next to the floor it is measured against in the same process: forward-backward against the
 sequential recursions' arithmetic done as ``T`` GEMMs would be (one ``(T, K) @ (K, K)`` product,

@@ -97,7 +97,7 @@ class HMMBase:
         # (N, ...), _emission_features(Y) or None -> (N, K)
         raise NotImplementedError
 
-    def _emission_features(self, Y):  # (N, ...) -> array or None, see _emission_statistics
+    def _emission_features(self, Y):  # (N, ...) -> per-fit data terms (model-specific) or None
         return None
 
     def _emission_statistics(self, weights, Y, features=None):

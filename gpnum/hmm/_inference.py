@@ -636,8 +636,9 @@ def forward_backward(log_pi, log_A, log_lik, *, transition_weights=None, method=
         O(sqrt(T)) depth: about twice as fast as the scan on a CPU at T = 10^6, K = 5.
         ``"auto"`` (default): ``"blocked"`` on a CPU (NumPy, or torch on its CPU device) for
         chains of at least 512 steps and 4096 steps over the batch, ``"scan"`` otherwise
-        (short chains, and GPUs, where depth costs kernel launches). ``"sequential"``: the textbook log-space recursions with a Python loop over
-        T, kept as the reference. All agree to rounding.
+        (short chains, and GPUs, where depth costs kernel launches). ``"sequential"``: the
+        textbook log-space recursions with a Python loop over T, kept as the reference. All
+        agree to rounding.
     check : bool
         Validate shapes, dtypes and NaN (one host synchronisation). Internal callers that have
         validated their data pass ``False``.
