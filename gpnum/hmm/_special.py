@@ -1,52 +1,20 @@
-"""``digamma`` and ``lgamma`` on any array namespace, for Dirichlet and Wishart expectations.
+"""Log multivariate gamma and its derivative on any array namespace, for Wishart expectations.
 
-The standard has neither. The variational updates need them only on small parameter arrays
-((K,), (K, K), (K, D)), but those live on the device of the data, so they are computed there by
-series rather than round-tripped through SciPy. Both shift the argument up to ``x + 12`` by the
-recurrences ``psi(x) = psi(x + 1) - 1/x`` and ``lgamma(x) = lgamma(x + 1) - log x`` and then use
-the asymptotic (Stirling) series, whose first omitted term at ``x >= 12`` is below 2e-13.
-Arguments must be positive (all uses here are Dirichlet, Gamma and Wishart parameters).
+``digamma`` and ``lgamma`` themselves are the project's one implementation,
+:mod:`gpnum.likelihoods._special` (shift by recurrence, then the Stirling series), re-exported
+here. The variational updates need them only on small parameter arrays ((K,), (K, K), (K, D)),
+but those live on the device of the data, so they are computed there rather than round-tripped
+through SciPy. Arguments must be positive (all uses here are Dirichlet, Gamma and Wishart
+parameters).
 """
 
 from __future__ import annotations
 
 import math
 
-from gpnum.backend import get_namespace
+from gpnum.likelihoods._special import digamma, lgamma
 
 __all__ = ["digamma", "lgamma", "multigammaln", "multidigamma"]
-
-_SHIFT = 12
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def digamma(x):
-    """``psi(x) = d/dx log Gamma(x)`` elementwise for ``x > 0``."""
-    xp = get_namespace(x)
-    acc = xp.zeros_like(x)
-    z = x
-    for _ in range(_SHIFT):
-        acc = acc - 1.0 / z
-        z = z + 1.0
-    inv2 = 1.0 / (z * z)
-    series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (
-        1.0 / 240.0 - inv2 * (1.0 / 132.0)))))
-    return acc + xp.log(z) - 0.5 / z - series
-
-
-def lgamma(x):
-    """``log Gamma(x)`` elementwise for ``x > 0``."""
-    xp = get_namespace(x)
-    acc = xp.zeros_like(x)
-    z = x
-    for _ in range(_SHIFT):
-        acc = acc - xp.log(z)  # a sum of logs, not the log of a product: no overflow
-        z = z + 1.0
-    inv = 1.0 / z
-    inv2 = inv * inv
-    series = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (
-        1.0 / 1680.0))))
-    return acc + (z - 0.5) * xp.log(z) - z + _HALF_LOG_2PI + series
 
 
 def multigammaln(a, dim: int):

@@ -15,6 +15,11 @@ free of overflow in the branches that :func:`xp.where` evaluates but discards.
   ``log Phi(x) = log(erfcx(-x/sqrt 2)/2) - x^2/2`` for ``x < 0`` (no underflow, down to
   ``x = -1e150``) and ``log1p(-erfc(x/sqrt 2)/2)`` for ``x >= 0``; its derivative
   ``phi(x)/Phi(x) = sqrt(2/pi)/erfcx(-x/sqrt 2)`` for ``x < 0`` needs no exponential at all.
+- :func:`lgamma`, :func:`digamma`, :func:`trigamma`, :func:`trigamma_difference` (for
+  ``x > 0``): the recurrence shifts the argument up by 10, then the asymptotic (Stirling)
+  series is summed. Absolute error below 1e-13 in float64 for ``x >= 0.5`` (tests: against
+  SciPy). Used for the Student-t process's degrees of freedom and the HMMs' Dirichlet and
+  Wishart expectations.
 - :func:`log_gamma_half_ratio` is ``log Gamma(a + 1/2) - log Gamma(a)``, the only place the
   Student-t density needs ``lgamma``; computed directly (not as a difference of two large
   ``lgamma`` values, which cancels catastrophically for large degrees of freedom).
@@ -36,6 +41,10 @@ __all__ = [
     "log_gamma_half_ratio",
     "log_gamma_half_ratio_and_grad",
     "logsumexp",
+    "lgamma",
+    "digamma",
+    "trigamma",
+    "trigamma_difference",
 ]
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -220,3 +229,83 @@ def logsumexp(a, axis=-1):
     m = xp.max(a, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
     return xp.log(xp.sum(xp.exp(a - m), axis=axis)) + xp.squeeze(m, axis=axis)
+
+
+# ------------------------------------------------- lgamma, digamma, trigamma (x > 0)
+_GAMMA_SHIFT = 10
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def lgamma(x):
+    """``log Gamma(x)`` for ``x > 0`` (elementwise, any namespace).
+
+    ``log Gamma(x) = log Gamma(x + 10) - sum_{j<10} log(x + j)`` and Stirling's series at
+    ``z = x + 10`` to the ``z^-13`` term (next term < 1e-17 at ``z >= 10``).
+    """
+    xp = get_namespace(x)
+    z = x + float(_GAMMA_SHIFT)
+    inv = 1.0 / z
+    inv2 = inv * inv
+    series = inv * (1.0 / 12.0 + inv2 * (-1.0 / 360.0 + inv2 * (1.0 / 1260.0 + inv2 * (
+        -1.0 / 1680.0 + inv2 * (1.0 / 1188.0 + inv2 * (-691.0 / 360360.0 + inv2 / 156.0))))))
+    out = (z - 0.5) * xp.log(z) - z + _HALF_LOG_2PI + series
+    for j in range(_GAMMA_SHIFT):
+        out = out - xp.log(x + float(j))
+    return out
+
+
+def digamma(x):
+    """``psi(x) = d log Gamma(x) / dx`` for ``x > 0`` (elementwise, any namespace)."""
+    xp = get_namespace(x)
+    z = x + float(_GAMMA_SHIFT)
+    inv = 1.0 / z
+    inv2 = inv * inv
+    series = inv2 * (1.0 / 12.0 + inv2 * (-1.0 / 120.0 + inv2 * (1.0 / 252.0 + inv2 * (
+        -1.0 / 240.0 + inv2 * (1.0 / 132.0 + inv2 * (-691.0 / 32760.0 + inv2 / 12.0))))))
+    out = xp.log(z) - 0.5 * inv - series
+    for j in range(_GAMMA_SHIFT):
+        out = out - 1.0 / (x + float(j))
+    return out
+
+
+def trigamma(x):
+    """``psi'(x)`` for ``x > 0`` (elementwise, any namespace)."""
+    z = x + float(_GAMMA_SHIFT)
+    inv = 1.0 / z
+    inv2 = inv * inv
+    series = inv * inv2 * (1.0 / 6.0 + inv2 * (-1.0 / 30.0 + inv2 * (1.0 / 42.0 + inv2 * (
+        -1.0 / 30.0 + inv2 * (5.0 / 66.0 + inv2 * (-691.0 / 2730.0 + inv2 * 7.0 / 6.0))))))
+    out = inv + 0.5 * inv2 + series
+    for j in range(_GAMMA_SHIFT):
+        xj = x + float(j)
+        out = out + 1.0 / (xj * xj)
+    return out
+
+
+# psi'(z) ~ sum_p c_p / z^p at z >= 10: (p, c_p) of 1/z + 1/(2 z^2) + sum B_2n / z^(2n+1)
+_TRIGAMMA_SERIES = ((1, 1.0), (2, 0.5), (3, 1.0 / 6.0), (5, -1.0 / 30.0), (7, 1.0 / 42.0),
+                    (9, -1.0 / 30.0), (11, 5.0 / 66.0), (13, -691.0 / 2730.0), (15, 7.0 / 6.0))
+
+
+def trigamma_difference(a, h):
+    """``psi'(a) - psi'(a + h)`` for ``a > 0``, ``h >= 0``, without cancellation.
+
+    Each term of the recurrence and of the asymptotic series is differenced in closed form
+    (``1/x^p - 1/y^p = (y - x) sum_i y^i x^(p-1-i) / (x y)^p``), so the result keeps full
+    relative precision when ``h << a``, where ``psi'(a) - psi'(a + h)`` computed as a
+    difference loses ``log10(a / h)`` digits (the Fisher's ``nu`` entry needs it for large
+    ``nu``).
+    """
+    b = a + h
+    out = 0.0 * a
+    for j in range(_GAMMA_SHIFT):
+        x, y = a + float(j), b + float(j)
+        out = out + h * (x + y) / (x * x * y * y)
+    ix, iy = 1.0 / (a + float(_GAMMA_SHIFT)), 1.0 / (b + float(_GAMMA_SHIFT))
+    for p, c in _TRIGAMMA_SERIES:
+        # (y^p - x^p) / (x y)^p = (y - x) sum_i x^-(i+1) y^-(p-i): no overflow in float32.
+        term = 0.0 * a
+        for i in range(p):
+            term = term + ix ** (i + 1) * iy ** (p - i)
+        out = out + c * h * term
+    return out

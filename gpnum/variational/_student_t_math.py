@@ -1,9 +1,8 @@
 """The Student-t pieces of the sparse variational Student-t process (seed 002).
 
-- :func:`lgamma`, :func:`digamma`, :func:`trigamma`: elementwise, written with ``xp``
-  primitives only (the array API has none of them), for the degrees of freedom of the prior and
-  of ``q``: the recurrence shifts the argument up by 10, then the asymptotic (Stirling) series is
-  summed. Absolute error below 1e-13 in float64 for ``x >= 0.5`` (tests: against SciPy).
+- :func:`lgamma`, :func:`digamma`, :func:`trigamma`, :func:`trigamma_difference`: re-exported
+  from :mod:`gpnum.likelihoods._special` (the project's one home of them), for the degrees of
+  freedom of the prior and of ``q``.
 - :func:`student_t_fisher` and :func:`student_t_fisher_solve`: the Fisher information of
   ``ST(nu, m, diag(sigma^2))`` (covariance form) in the order ``(m, sigma, nu)``, design notes
   4.6, and its O(M) inverse (Sherman-Morrison for the ``sigma`` block, a Schur complement for
@@ -19,92 +18,14 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
 from gpnum.backend import get_namespace
+from gpnum.likelihoods._special import digamma, lgamma, trigamma, trigamma_difference
 
 __all__ = ["lgamma", "digamma", "trigamma", "trigamma_difference", "student_t_fisher",
            "student_t_fisher_solve", "chi2_quantile_and_grad"]
-
-_SHIFT = 10
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def lgamma(x):
-    """``log Gamma(x)`` for ``x > 0`` (elementwise, any namespace).
-
-    ``log Gamma(x) = log Gamma(x + 10) - sum_{j<10} log(x + j)`` and Stirling's series at
-    ``z = x + 10`` to the ``z^-13`` term (next term < 1e-17 at ``z >= 10``).
-    """
-    xp = get_namespace(x)
-    z = x + float(_SHIFT)
-    inv = 1.0 / z
-    inv2 = inv * inv
-    series = inv * (1.0 / 12.0 + inv2 * (-1.0 / 360.0 + inv2 * (1.0 / 1260.0 + inv2 * (
-        -1.0 / 1680.0 + inv2 * (1.0 / 1188.0 + inv2 * (-691.0 / 360360.0 + inv2 / 156.0))))))
-    out = (z - 0.5) * xp.log(z) - z + _HALF_LOG_2PI + series
-    for j in range(_SHIFT):
-        out = out - xp.log(x + float(j))
-    return out
-
-
-def digamma(x):
-    """``psi(x) = d log Gamma(x) / dx`` for ``x > 0`` (elementwise, any namespace)."""
-    xp = get_namespace(x)
-    z = x + float(_SHIFT)
-    inv = 1.0 / z
-    inv2 = inv * inv
-    series = inv2 * (1.0 / 12.0 + inv2 * (-1.0 / 120.0 + inv2 * (1.0 / 252.0 + inv2 * (
-        -1.0 / 240.0 + inv2 * (1.0 / 132.0 + inv2 * (-691.0 / 32760.0 + inv2 / 12.0))))))
-    out = xp.log(z) - 0.5 * inv - series
-    for j in range(_SHIFT):
-        out = out - 1.0 / (x + float(j))
-    return out
-
-
-def trigamma(x):
-    """``psi'(x)`` for ``x > 0`` (elementwise, any namespace)."""
-    z = x + float(_SHIFT)
-    inv = 1.0 / z
-    inv2 = inv * inv
-    series = inv * inv2 * (1.0 / 6.0 + inv2 * (-1.0 / 30.0 + inv2 * (1.0 / 42.0 + inv2 * (
-        -1.0 / 30.0 + inv2 * (5.0 / 66.0 + inv2 * (-691.0 / 2730.0 + inv2 * 7.0 / 6.0))))))
-    out = inv + 0.5 * inv2 + series
-    for j in range(_SHIFT):
-        xj = x + float(j)
-        out = out + 1.0 / (xj * xj)
-    return out
-
-
-# psi'(z) ~ sum_p c_p / z^p at z >= 10: (p, c_p) of 1/z + 1/(2 z^2) + sum B_2n / z^(2n+1)
-_TRIGAMMA_SERIES = ((1, 1.0), (2, 0.5), (3, 1.0 / 6.0), (5, -1.0 / 30.0), (7, 1.0 / 42.0),
-                    (9, -1.0 / 30.0), (11, 5.0 / 66.0), (13, -691.0 / 2730.0), (15, 7.0 / 6.0))
-
-
-def trigamma_difference(a, h):
-    """``psi'(a) - psi'(a + h)`` for ``a > 0``, ``h >= 0``, without cancellation.
-
-    Each term of the recurrence and of the asymptotic series is differenced in closed form
-    (``1/x^p - 1/y^p = (y - x) sum_i y^i x^(p-1-i) / (x y)^p``), so the result keeps full
-    relative precision when ``h << a``, where ``psi'(a) - psi'(a + h)`` computed as a
-    difference loses ``log10(a / h)`` digits (the Fisher's ``nu`` entry needs it for large
-    ``nu``).
-    """
-    b = a + h
-    out = 0.0 * a
-    for j in range(_SHIFT):
-        x, y = a + float(j), b + float(j)
-        out = out + h * (x + y) / (x * x * y * y)
-    ix, iy = 1.0 / (a + float(_SHIFT)), 1.0 / (b + float(_SHIFT))
-    for p, c in _TRIGAMMA_SERIES:
-        # (y^p - x^p) / (x y)^p = (y - x) sum_i x^-(i+1) y^-(p-i): no overflow in float32.
-        term = 0.0 * a
-        for i in range(p):
-            term = term + ix ** (i + 1) * iy ** (p - i)
-        out = out + c * h * term
-    return out
 
 
 def _fisher_coefficients(df, sigma):
