@@ -52,6 +52,13 @@ class ComposedParameters(Parameterised):
         check_finite(self.xp, Z, name)
         return Z
 
+    def _adopt_num_data(self, num_data):
+        """Set ``num_data`` (N, the training-set size the minibatch terms are scaled to) as an
+        int >= 1; anything ``int()`` takes is accepted."""
+        self.num_data = int(num_data)
+        if self.num_data < 1:
+            raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
+
     # ------------------------------------------------------------------ helpers
     def _own_names(self) -> tuple:
         """Names of the model's own parameters (hook for models with inactive ones)."""

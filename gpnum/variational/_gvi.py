@@ -146,9 +146,7 @@ class GVI(ComposedParameters):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
         Z = self._adopt_inducing_points(inducing_points, kernel)
-        self.num_data = int(num_data)
-        if self.num_data < 1:
-            raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
+        self._adopt_num_data(num_data)
         self.kernel = kernel
         self.likelihood = likelihood
         self.inducing_points = Z

@@ -88,9 +88,7 @@ class SVGP(ComposedParameters):
         if whitening not in ("cholesky", "ciq"):
             raise ValueError(f"whitening: expected 'cholesky' or 'ciq', got {whitening!r}")
         Z = self._adopt_inducing_points(inducing_points, kernel)
-        self.num_data = int(num_data)
-        if self.num_data < 1:
-            raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
+        self._adopt_num_data(num_data)
         self.kernel = kernel
         self.likelihood = likelihood
         self.whitening = whitening

@@ -131,10 +131,8 @@ class SVTP(ComposedParameters):
             raise ValueError(f"covariance: expected 'diag' or 'full', got {covariance!r}")
         Z = self._adopt_inducing_points(Z, kernel, name="Z")
         xp, dt, dev = self.xp, self.dtype, self._device
-        self.num_data = int(num_data)
+        self._adopt_num_data(num_data)
         M = Z.shape[0]
-        if self.num_data < 1:
-            raise ValueError(f"num_data: expected an integer >= 1, got {num_data!r}")
         if M > self.num_data:
             raise ValueError(f"Z: {M} inducing points for num_data = {self.num_data} training "
                              f"points; expected M <= N (more inducing points than data only "
