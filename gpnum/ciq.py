@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpnum.backend import asarray, default_rng, get_namespace, to_numpy
 from gpnum.errors import (ConvergenceWarning, NotPSDError, ShapeError, check_finite, check_int,
                           describe_shape)
-from gpnum.linalg import Dense, LinearOperator, eigen_bounds as lanczos_eigen_bounds, msminres
-from gpnum.linalg import default_block_size, top_eigenpairs
+from gpnum.linalg import (AddedDiag, Dense, LinearOperator, default_block_size,
+                          eigen_bounds as lanczos_eigen_bounds, msminres)
+from gpnum.linalg._deflation import _top_eigenpairs
 
 __all__ = [
     "CIQResult",
@@ -55,12 +56,6 @@ __all__ = [
     "sqrt_matmul_vjp",
     "sample_mvn",
 ]
-
-# Relative margins applied to Lanczos Ritz values. Ritz values lie inside the spectrum, so the
-# smallest one over-estimates lmin; an over-estimated lmin costs accuracy in the smallest
-# directions fast, an under-estimated one only costs a few more quadrature nodes' worth.
-_LOWER_MARGIN = 0.5
-_UPPER_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -91,6 +86,9 @@ class CIQResult:
     deflation_products : int
         Columns multiplied by ``K`` to find them (``(power_iters + 2) * block``; 0 without
         deflation), to set against ``num_iter * k``.
+    complement : LinearOperator or None
+        The operator the deflated solves ran on (``K`` restricted to the complement of ``W``;
+        for a ``K`` held as a matrix, an (m, m) deflated matrix); the backward passes reuse it.
     """
 
     x: object
@@ -104,6 +102,7 @@ class CIQResult:
     kind: str
     deflation: object = None
     deflation_products: int = 0
+    complement: object = field(default=None, repr=False)
 
     @property
     def num_deflated(self) -> int:
@@ -182,7 +181,13 @@ def _resolve_bounds(A, eigen_bounds, num_lanczos):
         if not (0.0 < lo <= hi and math.isfinite(hi)):
             raise ValueError(f"eigen_bounds: expected 0 < lower <= upper < inf, got {eigen_bounds}")
         return lo, hi
-    lo, hi = lanczos_eigen_bounds(A, num_iter=num_lanczos)
+    # With a known positive floor (jitter in an AddedDiag) the first Lanczos run's bounds are
+    # final: doubling the iterations could only lift the lower bound above the floor, and an
+    # under-estimated lmin costs CIQ little (module notes), while the further 90 matrix-vector
+    # products cost eight (m, m) x (m, 256) products' time at m = 2000 (memory-bound).
+    floor = A._spectrum_floor()
+    lo, hi = lanczos_eigen_bounds(A, num_iter=num_lanczos,
+                                  max_iter=num_lanczos if floor > 0.0 else None)
     if not (hi > 0.0) or not (lo > 0.0):
         raise NotPSDError(
             f"A ({A.shape[0]} x {A.shape[0]}) is not positive definite, or its smallest "
@@ -198,6 +203,7 @@ class _Complement(LinearOperator):
     On that complement it equals the symmetric ``P K P``; the projection after each product also
     removes the rounding components along ``W``, which Lanczos would otherwise amplify by
     ``theta_1 / lambda_{r+1}`` per step. One projection (2 m r k) per product instead of two.
+    For an operator held as a matrix, :func:`_deflated_matrix` is cheaper.
     """
 
     symmetric = True
@@ -210,6 +216,33 @@ class _Complement(LinearOperator):
     def _matmat(self, X):
         Y = self.A @ X
         return Y - self.W @ (self.W.T @ Y)
+
+
+def _stored_matrix(A):
+    """The matrix of ``A`` if it is held as one (``Dense``, or ``Dense`` plus a diagonal), else
+    None: then the deflated operator can be formed once, for about the price of a product."""
+    if isinstance(A, Dense):
+        return A.A
+    if isinstance(A, AddedDiag) and isinstance(A.operator, Dense):
+        return A.to_dense()
+    return None
+
+
+def _deflated_matrix(K, W, KW, floor):
+    """``K_d = K - W D^T - D W^T`` with ``D = K W - W (W^T K W + floor I) / 2``.
+
+    For orthonormal ``W`` (m, r): ``K_d x = (I - W W^T) K x`` for every ``x`` orthogonal to
+    ``W``, and ``K_d W = floor W``, whether or not ``W`` holds exact eigenvectors. Formed once
+    (2 m^2 r multiply-adds beside ``K W``, which the eigenpair search has already computed),
+    it replaces :class:`_Complement`'s projection (2 m r k per product) in every msMINRES
+    iteration: rounding components along ``W`` sit at the eigenvalue ``floor`` (a point of the
+    complement's spectrum, the lower eigenvalue bound) and are not amplified by later products,
+    so no projection is needed.
+    """
+    xp = get_namespace(K, W)
+    H = W.T @ KW
+    D = KW - W @ (0.25 * (H + H.T)) - (0.5 * floor) * W
+    return K - xp.concat([W, D], axis=1) @ xp.concat([D, W], axis=1).T
 
 
 # Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
@@ -236,16 +269,21 @@ def _deflation_block(deflate, m, k):
 
 
 def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
-    """(theta, W) of the accepted Ritz pairs and the number of product columns spent.
+    """(theta, W) of the accepted Ritz pairs, the number of product columns spent, and the
+    operator msMINRES runs on in their complement (None without deflation).
 
     An explicit block size searches once. The automatic search (``deflate=None``) adapts to the
     spectrum: after each round it predicts the msMINRES iterations left,
     ``J = sqrt(theta_r / lmin) log(2 / rtol) / 2`` (the Chebyshev bound on the complement, whose
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
     so far with another block only while ``J`` exceeds eight times that block's products (a
-    round removes at most about half of ``J`` on slowly decaying spectra and costs QR
-    factorisations and wider projections besides its products). Each further block is at most
-    half of the complement left.
+    round removes at most about half of ``J`` on slowly decaying spectra and costs
+    orthonormalisations and the deflated operator's update besides its products). Each further
+    block is at most half of the complement left.
+
+    The complement operator: for an operator held as a matrix, the deflated matrix
+    (:func:`_deflated_matrix`), updated after each round from the products the search has
+    already made; otherwise :class:`_Complement`, which projects after every product.
     """
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
@@ -253,19 +291,19 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
             raise ShapeError(f"deflate: expected (theta (r,), W ({m}, r)) from an earlier "
                              f"CIQResult.deflation, got shapes {describe_shape(theta.shape)} "
                              f"and {describe_shape(W.shape)}")
-        return deflate, 0
+        return deflate, 0, _complement_operator(A, W, None, lmin)
     adaptive = deflate is None
     ell = _deflation_block(deflate, m, k)
     if ell == 0:
-        return None, 0
+        return None, 0, None
     xp = A.xp
+    matrix = _stored_matrix(A)
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
     thetas, Ws, spent, found, block = [], [], 0, 0, ell
-    W_all = None  # the pairs found so far, (m, found)
+    op = A  # the operator searched: A, then its complement in the pairs found so far
     while True:
-        op = A if W_all is None else _Complement(A, W_all)
-        theta, W, resid = top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
-                                         seed=len(Ws))
+        theta, W, resid, AW = _top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
+                                              seed=len(Ws))
         spent += (_DEFLATE_POWER_ITERS + 2) * block
         # One host synchronisation: keep the pairs accurate to eta (relative). Any accurate
         # pairs will do, not only a leading run: the split is exact for each of them, and an
@@ -276,34 +314,49 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         r = int(ok.sum())
         if r == 0:
             break
-        if r == ok.shape[0]:
-            thetas.append(theta)
-            Ws.append(W)
-        else:
+        if r < ok.shape[0]:
             keep = asarray(np.nonzero(ok)[0], dtype=xp.int64, like=W)
-            thetas.append(xp.take(theta, keep))
-            Ws.append(xp.take(W, keep, axis=1))
+            theta, W, AW = xp.take(theta, keep), xp.take(W, keep, axis=1), xp.take(AW, keep, axis=1)
+        thetas.append(theta)
+        Ws.append(W)
         W_all = Ws[0] if len(Ws) == 1 else xp.concat(Ws, axis=1)
+        if matrix is not None:
+            # The new pairs are eigenpairs of the operator just searched (orthogonal to the
+            # earlier ones up to their accuracy), so its matrix is deflated by them alone.
+            matrix = _deflated_matrix(matrix, W, AW, lmin)
+            op = Dense(matrix, symmetric=True)
+        else:
+            op = _Complement(A, W_all)
         found += r
         # The complement shrinks: later blocks take at most half of what is left of it. A
         # round that kept under a quarter of its block has reached the flat part of the
         # spectrum, where subspace iteration converges slowly: stop there too.
         block = min(ell, (m - found) // 2)
         if (not adaptive or len(Ws) == _MAX_ROUNDS or block < _MIN_ROUND_BLOCK
-                or 4 * r < theta.shape[0]):
+                or 4 * r < ok.shape[0]):
             break
         # The complement's largest eigenvalue: the largest pair left behind, or below the block.
         top_left = float(theta_h[~ok].max()) if r < ok.shape[0] else float(theta_h[-1])
         left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
         if left <= _ROUND_PAYS * (_DEFLATE_POWER_ITERS + 2) * block / k:
             break
-    if W_all is None:
-        return None, spent
-    return (thetas[0] if len(thetas) == 1 else xp.concat(thetas), W_all), spent
+    if not Ws:
+        return None, spent, None
+    theta_all = thetas[0] if len(thetas) == 1 else xp.concat(thetas)
+    return (theta_all, W_all), spent, op
 
 
-def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
-    """(solves (q, m, k) of ``(K + s_q I) X = B``, msMINRES result), deflated if asked."""
+def _complement_operator(A, W, AW, floor):
+    """The operator of the solves in the complement of ``W``: see :func:`_find_deflation`."""
+    matrix = _stored_matrix(A)
+    if matrix is None:
+        return _Complement(A, W)
+    return Dense(_deflated_matrix(matrix, W, A @ W if AW is None else AW, floor), symmetric=True)
+
+
+def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspace):
+    """(solves (q, m, k) of ``(K + s_q I) X = B``, msMINRES result), deflated if asked
+    (``complement``: the operator of :func:`_find_deflation`)."""
     xp = get_namespace(B2)
     if deflation is None:
         res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace)
@@ -315,7 +368,7 @@ def _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace):
     # solve would chase components that the undeflated solve never resolves either.)
     norms = xp.sqrt(xp.sum(B2 * B2, axis=0))
     scale = xp.where(norms > 0.0, norms, xp.ones_like(norms))
-    res = msminres(_Complement(A, W), (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
+    res = msminres(complement, (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
                    maxiter=maxiter, workspace=workspace)
     D = Bw[None, :, :] / (theta[None, :, None] + shifts[:, None, None])  # (q, r, k)
     # Assembled shift by shift into msMINRES's own output: whole-(q, m, k) temporaries are
@@ -345,8 +398,10 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     maxiter : int
         Maximum msMINRES iterations J.
     eigen_bounds : (float, float), optional
-        Bounds ``lmin <= lambda(K) <= lmax``. Default: Lanczos (``num_lanczos`` iterations) with a
-        safety margin (lower bound halved, upper bound raised by 10%).
+        Bounds ``lmin <= lambda(K) <= lmax``. Default: :func:`gpnum.linalg.eigen_bounds`
+        (``num_lanczos`` Lanczos iterations, Ritz values widened by their residual bounds; for
+        an operator with a known positive floor, such as an ``AddedDiag`` with jitter, the
+        floor when the smallest Ritz value has not converged, without further iterations).
     workspace : gpnum.linalg.Workspace, optional
         Basis memory reused across calls (a training loop): see :func:`gpnum.linalg.msminres`.
     deflate : int, tuple or None
@@ -387,12 +442,13 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     shifts_h, weights_h = ciq_quadrature(lo, hi, num_quad)
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)
     weights = asarray(weights_h, dtype=B.dtype, like=B2)
-    deflation, spent = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
-                                       float(xp.finfo(B.dtype).eps), lo)
+    deflation, spent, complement = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
+                                                   float(xp.finfo(B.dtype).eps), lo)
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        solves, res = _shifted_solves(A, B2, shifts, deflation, rtol, maxiter, workspace)
+        solves, res = _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter,
+                                      workspace)
     if res.info > 0:
         warnings.warn(f"CIQ: msMINRES stopped after {res.num_iter} iterations (maxiter={maxiter}) "
                       f"before reaching rtol={rtol:g}; K^(-1/2) B is less accurate than asked "
@@ -401,7 +457,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     return CIQResult(x=x[:, 0] if vec else x, shifts=shifts, weights=weights, solves=solves,
                      inv_sqrt_x=x[:, 0] if vec else x, num_iter=int(res.num_iter),
                      info=int(res.info), eigen_bounds=(lo, hi), kind="inv_sqrt",
-                     deflation=deflation, deflation_products=spent)
+                     deflation=deflation, deflation_products=spent, complement=complement)
 
 
 def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
@@ -420,7 +476,7 @@ def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 
     return CIQResult(x=x, shifts=r.shifts, weights=r.weights, solves=r.solves,
                      inv_sqrt_x=r.inv_sqrt_x, num_iter=r.num_iter + 1, info=r.info,
                      eigen_bounds=r.eigen_bounds, kind="sqrt", deflation=r.deflation,
-                     deflation_products=r.deflation_products)
+                     deflation_products=r.deflation_products, complement=r.complement)
 
 
 def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
@@ -428,8 +484,12 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     xp = get_namespace(B2, xbar2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        U, res = _shifted_solves(A, xbar2, result.shifts, result.deflation, rtol, maxiter,
-                                 workspace)
+        complement = result.complement
+        if result.deflation is not None and complement is None:
+            complement = _complement_operator(A, result.deflation[1], None,
+                                              result.eigen_bounds[0])
+        U, res = _shifted_solves(A, xbar2, result.shifts, result.deflation, complement, rtol,
+                                 maxiter, workspace)
     if res.info > 0:
         warnings.warn(f"CIQ backward: msMINRES stopped after {res.num_iter} iterations short of "
                       f"rtol={rtol:g} (info={res.info}).", ConvergenceWarning, stacklevel=3)

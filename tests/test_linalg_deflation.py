@@ -48,3 +48,51 @@ def test_spectral_preconditioner_speeds_up_pcg_without_changing_the_answer(to_xp
     assert pre.info == 0 and pre.num_iter < plain.num_iter / 2
     tol = 1e-3 if f32 else 1e-8
     np.testing.assert_allclose(B.to_numpy(pre.x), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_orthonormal_basis_of_ill_conditioned_blocks(to_xp, xp, dtype, exact):
+    # Singular values from 1 to 1e-10 (float64: shifted Cholesky QR; float32: Householder).
+    from gpnum.linalg._deflation import _orthonormal_basis
+
+    rng = np.random.default_rng(23)
+    U, _ = np.linalg.qr(rng.standard_normal((300, 40)))
+    V, _ = np.linalg.qr(rng.standard_normal((40, 40)))
+    Y = (U * np.logspace(0, -10, 40)) @ V.T
+    Q = B.to_numpy(_orthonormal_basis(xp, to_xp(Y), exact=exact)).astype(np.float64)
+    f32 = dtype == xp.float32
+    # The span: Y's part outside span(Q), relative to Y.
+    Qo, _ = np.linalg.qr(Q)
+    assert np.linalg.norm(Y - Qo @ (Qo.T @ Y)) / np.linalg.norm(Y) < (1e-5 if f32 else 1e-12)
+    s = np.linalg.svd(Q, compute_uv=False)
+    if exact or f32:
+        assert np.abs(Q.T @ Q - np.eye(40)).max() < (1e-5 if f32 else 1e-13)
+    else:  # one shifted pass: well conditioned, not orthonormal
+        assert s[0] / s[-1] < 1e8
+
+
+def test_orthonormal_basis_of_a_rank_deficient_block():
+    # Repeated and zero columns: the Cholesky factorisations fail, Householder QR takes over.
+    from gpnum.linalg._deflation import _orthonormal_basis
+
+    rng = np.random.default_rng(24)
+    Y = rng.standard_normal((100, 10))
+    Y[:, 5] = Y[:, 2]
+    Y[:, 7] = 0.0
+    Q = _orthonormal_basis(np, Y, exact=True)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(10), atol=1e-13)
+    assert np.linalg.norm(Y - Q @ (Q.T @ Y)) < 1e-12 * np.linalg.norm(Y)
+
+
+@pytest.mark.parametrize("n", [1, 64, 65, 203])
+def test_lower_inverse_against_numpy(to_xp, xp, dtype, n):
+    from gpnum.linalg._deflation import _lower_inverse
+
+    rng = np.random.default_rng(25)
+    A = rng.standard_normal((n, n + 5))
+    L = np.linalg.cholesky(A @ A.T / n + 0.1 * np.eye(n))  # a Gram factor, as in the use
+    got = B.to_numpy(_lower_inverse(xp, to_xp(L))).astype(np.float64)
+    ref = np.linalg.inv(L)
+    tol = 1e-5 if dtype == xp.float32 else 1e-13
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+    assert np.all(np.triu(got, 1) == 0.0)
