@@ -247,12 +247,29 @@ def _deflated_matrix(K, W, KW, floor):
 
 # Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
 _DEFLATE_POWER_ITERS = 3
-# A further round only while the predicted iterations exceed this many times its products:
-# a round saves at most about half of them, and costs, besides its products, QR
-# factorisations, fresh memory and a wider projection in every later iteration (measured on
-# Matern-5/2 matrices with jitter 1e-4, k = 256: with 3 or 6, the extra rounds at lengthscale
-# 0.2 (m = 1000 and 2000) cost more than they saved; at 0.1 they pay with 8).
-_ROUND_PAYS = 8.0
+def _round_pays(left, block, m, k, *, held_matrix):
+    """Whether another eigenpair round is predicted to save more than it costs.
+
+    Costs and savings in units of one (m, m) x (m, k) product. A round of ``block`` columns
+    costs its ``power_iters + 2`` products, ``power_iters + 3`` Cholesky QR passes (two
+    (m, l) x (l, l) products each, at about half a product's speed: ``4 l^2 / (m k)``) and,
+    for a held matrix, the deflated matrix's update (an inner dimension of ``2 r``, about
+    ``block`` new pairs). A lazy operator instead projects the new pairs out in every later
+    iteration (``2 r / m`` per iteration with ``r = block / 2`` new pairs). The round is
+    predicted to halve the ``left`` iterations (measured: 27 -> 15, 42 -> 22 and 72 -> 38 on
+    Matern-5/2 matrices). This reproduces the measured best choices at m = 1000 and 2000 for
+    lengthscales 0.1-0.3 (jitter 1e-4, k = 256): a second round pays at m = 2000 with
+    lengthscale 0.2 (1.42 s against 1.76 s) and not at m = 1000 (0.49 s against 0.44 s).
+    """
+    cost = ((_DEFLATE_POWER_ITERS + 2) * block
+            + (_DEFLATE_POWER_ITERS + 3) * 4.0 * block**2 / m) / k
+    if held_matrix:
+        cost += 2.0 * block / k
+    else:
+        cost += 0.5 * left * block / m
+    return 0.5 * left > cost
+
+
 # The adaptive search: at most this many rounds, none with a block under _MIN_ROUND_BLOCK
 # (measured: a fourth round never paid for itself on Matern-5/2 matrices at m = 1000-2000).
 _MAX_ROUNDS = 3
@@ -276,10 +293,8 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     spectrum: after each round it predicts the msMINRES iterations left,
     ``J = sqrt(theta_r / lmin) log(2 / rtol) / 2`` (the Chebyshev bound on the complement, whose
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
-    so far with another block only while ``J`` exceeds eight times that block's products (a
-    round removes at most about half of ``J`` on slowly decaying spectra and costs
-    orthonormalisations and the deflated operator's update besides its products). Each further
-    block is at most half of the complement left.
+    so far with another block only while that is predicted to save more products than it
+    costs (:func:`_round_pays`). Each further block is at most half of the complement left.
 
     The complement operator: for an operator held as a matrix, the deflated matrix
     (:func:`_deflated_matrix`), updated after each round from the products the search has
@@ -338,7 +353,7 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         # The complement's largest eigenvalue: the largest pair left behind, or below the block.
         top_left = float(theta_h[~ok].max()) if r < ok.shape[0] else float(theta_h[-1])
         left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
-        if left <= _ROUND_PAYS * (_DEFLATE_POWER_ITERS + 2) * block / k:
+        if not _round_pays(left, block, m, k, held_matrix=matrix is not None):
             break
     if not Ws:
         return None, spent, None
@@ -409,8 +424,8 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         deflation off (an integer searches once with that block). Default None: a block of
         ``min(384, m // 2)`` when ``m >= 128`` and ``k >= 16`` (where the search costs a few
         msMINRES iterations' worth of products), else off, followed by up to two further
-        rounds on the complement of the pairs found while the predicted msMINRES iterations
-        exceed eight times a round's products (slowly decaying spectra: short lengthscales).
+        rounds on the complement of the pairs found while a round is predicted to save more
+        products than it costs (slowly decaying spectra: short lengthscales).
         At most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
         reuse its pairs (for example over the chunks of a prediction; pass its
         ``eigen_bounds`` too).
@@ -496,10 +511,16 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     w = result.weights  # U (q, m, k): (K + s_q)^{-1} xbar
     bbar = xp.tensordot(w, U, axes=1)
     q, m, k = U.shape
-    # sum_q w_q param_vjp(U_q, V_q) as one call over q*k stacked columns.
-    Uw = xp.reshape(xp.permute_dims(U * w[:, None, None], (1, 0, 2)), (m, q * k))
-    V = xp.reshape(xp.permute_dims(result.solves, (1, 0, 2)), (m, q * k))
-    grads = A.param_vjp(-Uw, V)
+    # sum_q w_q param_vjp(U_q, V_q) as one call over q*k stacked columns. Any column order
+    # will do if U and V share it: (k, q) order is the memory layout msMINRES writes (its
+    # solutions are views of a (k, q, m) array), so on NumPy these are views, not copies of
+    # q m k values each (measured 25 ms each at m = 1000, k = 256, q = 15).
+    # U is this call's own msMINRES output: scaled by -w_q in place (two fewer (q, m, k)
+    # temporaries, which are fresh memory each step).
+    U *= -w[:, None, None]
+    Uw = xp.reshape(xp.permute_dims(U, (2, 0, 1)), (k * q, m)).T
+    V = xp.reshape(xp.permute_dims(result.solves, (2, 0, 1)), (k * q, m)).T
+    grads = A.param_vjp(Uw, V)
     return bbar, grads
 
 

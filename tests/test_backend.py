@@ -460,3 +460,14 @@ def test_triangular_inverse_of_a_singular_matrix():
     L[2, 2] = 0.0
     with pytest.raises(gpnum.NotPSDError, match="diagonal entry 2 is zero"):
         B.triangular_inverse(L)
+
+
+def test_row_dots_against_numpy(to_xp, xp, dtype):
+    rng = np.random.default_rng(40)
+    a, b = rng.standard_normal((7, 5)), rng.standard_normal((7, 5))
+    got = B.to_numpy(B.row_dots(to_xp(a), to_xp(b)))
+    tol = 1e-5 if dtype == xp.float32 else 1e-14
+    np.testing.assert_allclose(got, np.sum(a * b, axis=1), rtol=tol, atol=tol)
+    # any memory layout: the column-major view of a transposed array
+    got_t = B.row_dots(np.asfortranarray(a), np.asfortranarray(b))
+    np.testing.assert_allclose(got_t, np.sum(a * b, axis=1), rtol=1e-14)

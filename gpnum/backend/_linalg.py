@@ -84,6 +84,26 @@ def matmul(a, b):
     return gemm(1.0, bt, at, trans_a=tb, trans_b=ta).T
 
 
+def row_dots(a, b):
+    """``sum(a * b, axis=1)``: the dot products of matching rows of two (n, k) arrays.
+
+    On NumPy by ``einsum``, which reads either memory layout in place; the elementwise form
+    first writes an (n, k) temporary (measured 51 ms against 2 ms for a (1000, 3840) pair of
+    fresh arrays on this project's VM, where first touches of memory are slow), and
+    ``vecdot`` along the rows of a column-major array is 10x slower.
+
+    Returns
+    -------
+    array (n,)
+    """
+    xp = get_namespace(a, b)
+    if array_api_compat.is_numpy_namespace(xp):
+        import numpy as np
+
+        return np.einsum("ij,ij->i", a, b)
+    return xp.sum(a * b, axis=1)
+
+
 def lower_matmul(a, b):
     """The lower triangle of ``a @ b`` (diagonal included), zeros above it.
 

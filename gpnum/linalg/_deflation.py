@@ -108,29 +108,52 @@ def _orthonormal_basis(xp, Y, *, exact):
     """A basis of the columns of ``Y`` (n, l), n >= l: orthonormal to rounding if ``exact``,
     else only well conditioned.
 
-    float64: shifted Cholesky QR, one pass (``exact=False``) or three (sCholeskyQR3). The shift
-    ``11 (n l + l (l + 1)) eps ||Y||_F^2`` keeps the first factorisation from failing for
-    condition numbers up to ``1 / eps`` (Fukaya et al. 2020, theorem 3.3; the Frobenius norm
-    bounds the spectral one from above, which only enlarges the shift). Otherwise, and when a
-    factorisation still fails, Householder QR.
+    float64: Cholesky QR passes ``Y <- Y L^-T`` with ``L L^T = Y^T Y (+ shift I)``. The first
+    pass is shifted by ``11 (n l + l (l + 1)) eps ||Y||_F^2``, which keeps its factorisation
+    from failing for condition numbers up to about ``1 / eps`` and leaves a basis of condition
+    number about ``1 / sqrt(eps)`` or better (Fukaya et al. 2020, theorem 3.3 and section 4;
+    the Frobenius norm bounds the spectral one from above, which only enlarges the shift).
+    That is all a subspace iteration needs between products (``exact=False``). For
+    ``exact``, unshifted passes follow until two in a row succeed (sCholeskyQR3); a block
+    whose columns barely span their space (a cluster of equal eigenvalues below the wanted
+    ones makes them nearly dependent) fails an unshifted pass, and gets another shifted one
+    instead. Otherwise (lower precision, or a block still failing after five passes),
+    Householder QR.
     """
     n, ell = Y.shape
     eps = float(xp.finfo(Y.dtype).eps)
     if eps > 1e-10:
         return xp.linalg.qr(Y)[0]
     eye = xp.eye(ell, dtype=Y.dtype, device=device_of(Y))
-    for p in range(3 if exact else 1):
+    shift_factor = 11.0 * (n * ell + ell * (ell + 1)) * eps
+
+    def shifted_pass(Y, G):
+        L = _cholesky_or_none(xp, G + shift_factor * float(xp.linalg.trace(G)) * eye)
+        return None if L is None else Y @ _lower_inverse(xp, L).T
+
+    Q = shifted_pass(Y, Y.T @ Y)
+    if Q is None:
+        return xp.linalg.qr(Y)[0]
+    if not exact:
+        return Q
+    Y = Q
+    clean = 0
+    for _ in range(4):
         G = Y.T @ Y
-        if p == 0:
-            shift = 11.0 * (n * ell + ell * (ell + 1)) * eps * float(xp.linalg.trace(G))
-            G = G + shift * eye
         L = _cholesky_or_none(xp, G)
-        if L is None:
-            return xp.linalg.qr(Y)[0]
-        # Y L^-T through the (l, l) triangular inverse: one GEMM, faster than a triangular
-        # solve with n right-hand sides (cond(L) = cond(Y) <= 1 / sqrt(eps)).
-        Y = Y @ _lower_inverse(xp, L).T
-    return Y
+        if L is not None:
+            # Y L^-T through the (l, l) triangular inverse: one GEMM, faster than a
+            # triangular solve with n right-hand sides (cond(L) = cond(Y) <= 1 / sqrt(eps)).
+            Y = Y @ _lower_inverse(xp, L).T
+            clean += 1
+            if clean == 2:
+                return Y
+        else:
+            Y_next = shifted_pass(Y, G)
+            if Y_next is None:
+                break
+            Y, clean = Y_next, 0
+    return xp.linalg.qr(Y)[0]
 
 
 def _lower_inverse(xp, L, leaf=64):

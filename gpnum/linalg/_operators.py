@@ -13,7 +13,7 @@ it (design.md section 3).
 
 from __future__ import annotations
 
-from gpnum.backend import asarray, device_of, get_namespace, is_array
+from gpnum.backend import asarray, device_of, get_namespace, is_array, row_dots
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = [
@@ -369,7 +369,7 @@ class Diagonal(LinearOperator):
 
     def _param_vjp(self, U, V):
         xp = self.xp
-        g = xp.sum(U * V, axis=1)
+        g = row_dots(U, V)
         return {"diag": xp.sum(g) if self.is_constant else g}
 
     def __add__(self, other):
