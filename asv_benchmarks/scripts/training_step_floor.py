@@ -51,7 +51,7 @@ def step():
     model.set_unconstrained(adam.step({k: u[k] for k in g_u}, g_u, maximize=True))
 
 
-PHASES = (("top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
+PHASES = (("_top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
           ("inv_sqrt_matmul_vjp", "CIQ backward msMINRES"),
           ("inv_sqrt_matmul", "CIQ forward msMINRES"),
           ("pcg", "PCG against the precision"))
