@@ -395,6 +395,16 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
     return out, res
 
 
+def _weighted_sum(xp, weights, solves):
+    """``sum_q weights[q] solves[q]`` (m, k) for ``solves`` (q, m, k).
+
+    As one (q,) x (k, q, m) product: msMINRES writes its solutions in (k, q, m) memory order,
+    where this is a view, while ``tensordot`` would first copy all q m k values into (q, m k)
+    order. The result may be a column-major (transposed) view.
+    """
+    return xp.matmul(weights, xp.permute_dims(solves, (2, 0, 1))).T
+
+
 def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
                     eigen_bounds=None, num_lanczos: int = 30, workspace=None,
                     deflate=None) -> CIQResult:
@@ -468,7 +478,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         warnings.warn(f"CIQ: msMINRES stopped after {res.num_iter} iterations (maxiter={maxiter}) "
                       f"before reaching rtol={rtol:g}; K^(-1/2) B is less accurate than asked "
                       f"(info={res.info}).", ConvergenceWarning, stacklevel=2)
-    x = xp.tensordot(weights, solves, axes=1)
+    x = _weighted_sum(xp, weights, solves)
     return CIQResult(x=x[:, 0] if vec else x, shifts=shifts, weights=weights, solves=solves,
                      inv_sqrt_x=x[:, 0] if vec else x, num_iter=int(res.num_iter),
                      info=int(res.info), eigen_bounds=(lo, hi), kind="inv_sqrt",
@@ -509,7 +519,7 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
         warnings.warn(f"CIQ backward: msMINRES stopped after {res.num_iter} iterations short of "
                       f"rtol={rtol:g} (info={res.info}).", ConvergenceWarning, stacklevel=3)
     w = result.weights  # U (q, m, k): (K + s_q)^{-1} xbar
-    bbar = xp.tensordot(w, U, axes=1)
+    bbar = _weighted_sum(xp, w, U)
     q, m, k = U.shape
     # sum_q w_q param_vjp(U_q, V_q) as one call over q*k stacked columns. Any column order
     # will do if U and V share it: (k, q) order is the memory layout msMINRES writes (its
