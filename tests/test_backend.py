@@ -471,3 +471,16 @@ def test_row_dots_against_numpy(to_xp, xp, dtype):
     # any memory layout: the column-major view of a transposed array
     got_t = B.row_dots(np.asfortranarray(a), np.asfortranarray(b))
     np.testing.assert_allclose(got_t, np.sum(a * b, axis=1), rtol=1e-14)
+
+
+def test_matmul_matrix_vector_against_numpy(to_xp, xp, dtype):
+    # Large enough for SciPy's gemv on NumPy; C-ordered, Fortran-ordered and strided matrices.
+    rng = np.random.default_rng(41)
+    big = rng.standard_normal((600, 900))
+    tol = 1e-4 if dtype == xp.float32 else 1e-12
+    for a in (big[:, :400], np.asfortranarray(big[:, :400]), big[::2, ::2][:, :400]):
+        b = rng.standard_normal(400)
+        got = B.to_numpy(B.matmul(to_xp(np.ascontiguousarray(a) if xp is not np else a),
+                                  to_xp(b)))
+        assert got.shape == (a.shape[0],)
+        np.testing.assert_allclose(got, a @ b, rtol=tol, atol=tol * np.abs(a @ b).max())

@@ -58,13 +58,16 @@ def matmul(a, b):
     Parameters
     ----------
     a : array (n1, k)
-    b : array (k, n2)
+    b : array (k, n2) or (k,)
+        A vector ``b`` gives a matrix-vector product (OpenBLAS threads those too).
 
     Returns
     -------
-    c : array (n1, n2), C-ordered on NumPy.
+    c : array (n1, n2), C-ordered on NumPy, or (n1,) for a vector ``b``.
     """
     xp = get_namespace(a, b)
+    if b.ndim == 1:
+        return _matvec(xp, a, b)
     if (not array_api_compat.is_numpy_namespace(xp) or a.ndim != 2 or b.ndim != 2
             or a.dtype != b.dtype or a.shape[1] != b.shape[0]
             or a.shape[0] * a.shape[1] * b.shape[1] < _SCIPY_GEMM_MIN_FLOPS
@@ -82,6 +85,21 @@ def matmul(a, b):
     bt, tb = fortran(b)
     at, ta = fortran(a)
     return gemm(1.0, bt, at, trans_a=tb, trans_b=ta).T
+
+
+def _matvec(xp, a, b):
+    """``a @ b`` for a vector ``b``: SciPy's gemv on NumPy for large float ``a`` (see
+    :func:`matmul`), else ``@``."""
+    if (not array_api_compat.is_numpy_namespace(xp) or a.ndim != 2 or a.dtype != b.dtype
+            or a.shape[1] != b.shape[0] or a.shape[0] * a.shape[1] < _SCIPY_GEMM_MIN_FLOPS
+            or a.dtype not in (xp.float32, xp.float64)):
+        return a @ b
+    from scipy.linalg import blas
+
+    gemv = blas.get_blas_funcs("gemv", (a, b))
+    if a.flags.c_contiguous:  # a^T in Fortran order: (a^T)^T b
+        return gemv(1.0, a.T, b, trans=1)
+    return gemv(1.0, a, b)
 
 
 def row_dots(a, b):

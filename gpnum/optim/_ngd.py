@@ -54,7 +54,7 @@ def natural_statistics(data, clip_curvature=True):
     if clip_curvature:
         g_var = xp.minimum(g_var, xp.zeros_like(g_var))
     AGA = xp.stack([matmul(A * g_var[:, l][None, :], A.T) for l in range(g_var.shape[1])])
-    return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(A @ g_mu),
+    return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(matmul(A, g_mu)),
             "g_var_max": xp.max(g_var, axis=0)}
 
 
@@ -201,10 +201,10 @@ class NaturalGradient:
             # Positive definite by construction (module docstring): no check solve needed.
             certain = self.method == "krylov" and float(g_var_max[l]) <= 0.0
             target_P = eye - 2.0 * AGA[l, ...]
-            target_t1 = Ag_mu[l, ...] - 2.0 * (AGA[l, ...] @ q_mean[l, ...])
+            target_t1 = Ag_mu[l, ...] - 2.0 * matmul(AGA[l, ...], q_mean[l, ...])
             if P is None:
                 P_l = q_sqrt_to_precision(q_sqrt[l, ...])
-                t1_l = P_l @ q_mu[l, ...]
+                t1_l = matmul(P_l, q_mu[l, ...])
             else:
                 P_l, t1_l = P[l, ...], th[l, ...]
             g = gamma
@@ -248,7 +248,9 @@ class NaturalGradient:
                 R = precision_to_q_sqrt(P)
             except NotPSDError:
                 return False, None
-            return True, (R @ (R.T @ t1), R)
+            # matmul: these matrix-vector products on the BLAS pool of the Cholesky (NumPy's
+            # pool would spin against it: see gpnum.backend.matmul).
+            return True, (matmul(R, matmul(R.T, t1)), R)
         # Krylov: a CG solve with the new precision detects negative curvature.
         rtol = self.rtol if P.dtype == self._xp_of(P).float64 else max(self.rtol, 1e-5)
         with warnings.catch_warnings():

@@ -129,7 +129,7 @@ class CholeskyForm:
         th, P = [], []
         for l in range(q_mu.shape[0]):
             prec = q_sqrt_to_precision(q_sqrt[l, ...])
-            th.append(prec @ q_mu[l, ...])
+            th.append(matmul(prec, q_mu[l, ...]))
             P.append(prec)
         return xp.stack(th), xp.stack(P)
 
@@ -263,6 +263,6 @@ class NaturalForm:
         mus, Rs = [], []
         for l in range(th.shape[0]):
             R = precision_to_q_sqrt(P[l, ...])
-            mus.append(R @ (R.T @ th[l, ...]))
+            mus.append(matmul(R, matmul(R.T, th[l, ...])))
             Rs.append(R)
         return xp.stack(mus), xp.stack(Rs)

@@ -21,7 +21,7 @@ O(m^3) operation.
 from __future__ import annotations
 
 from gpnum import backend as B
-from gpnum.backend import asarray
+from gpnum.backend import asarray, matmul
 from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.linalg import default_block_size
 from gpnum.variational._composite import ComposedParameters
@@ -374,7 +374,7 @@ class SVGP(ComposedParameters):
         q = self._q_pair()
         q_mu, var_q, qcache = self.variational.marginal_terms(q, A)
         var = base + var_q
-        mu = self.mean + A.T @ q_mu.T  # (b, L)
+        mu = self.mean + matmul(A.T, q_mu.T)  # (b, L); matmul: one BLAS pool on NumPy
         # Round-off can push a variance that is ~0 in exact arithmetic (X on top of Z) below
         # zero; the floor keeps the likelihood's domain and its gradient is zero there.
         floor = 1e-12 if self.dtype == xp.float64 else 1e-6
