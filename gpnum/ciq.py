@@ -247,6 +247,8 @@ def _deflated_matrix(K, W, KW, floor):
 
 # Subspace iterations of the eigenpair search (block size: linalg.default_block_size).
 _DEFLATE_POWER_ITERS = 3
+
+
 def _round_pays(left, block, m, k, *, held_matrix):
     """Whether another eigenpair round is predicted to save more than it costs.
 
@@ -331,7 +333,8 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
             break
         if r < ok.shape[0]:
             keep = asarray(np.nonzero(ok)[0], dtype=xp.int64, like=W)
-            theta, W, AW = xp.take(theta, keep), xp.take(W, keep, axis=1), xp.take(AW, keep, axis=1)
+            theta = xp.take(theta, keep)
+            W, AW = xp.take(W, keep, axis=1), xp.take(AW, keep, axis=1)
         thetas.append(theta)
         Ws.append(W)
         W_all = Ws[0] if len(Ws) == 1 else xp.concat(Ws, axis=1)
