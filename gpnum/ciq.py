@@ -302,13 +302,20 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     (:func:`_deflated_matrix`), updated after each round from the products the search has
     already made; otherwise :class:`_Complement`, which projects after every product.
     """
+    complement = None
+    if isinstance(deflate, CIQResult):  # an earlier result on the same operator
+        deflate, complement = deflate.deflation, deflate.complement
+        if deflate is None:
+            return None, 0, None
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
         if W.ndim != 2 or W.shape[0] != m or theta.shape != (W.shape[1],):
             raise ShapeError(f"deflate: expected (theta (r,), W ({m}, r)) from an earlier "
                              f"CIQResult.deflation, got shapes {describe_shape(theta.shape)} "
                              f"and {describe_shape(W.shape)}")
-        return deflate, 0, _complement_operator(A, W, None, lmin)
+        if complement is None:
+            complement = _complement_operator(A, W, None, lmin)
+        return deflate, 0, complement
     adaptive = deflate is None
     ell = _deflation_block(deflate, m, k)
     if ell == 0:
@@ -439,9 +446,10 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         msMINRES iterations' worth of products), else off, followed by up to two further
         rounds on the complement of the pairs found while a round is predicted to save more
         products than it costs (slowly decaying spectra: short lengthscales).
-        At most ``m // 2``. Or the ``deflation`` of an earlier result for the same operator, to
-        reuse its pairs (for example over the chunks of a prediction; pass its
-        ``eigen_bounds`` too).
+        At most ``m // 2``. Or an earlier :class:`CIQResult` for the same operator, to reuse
+        its pairs, its complement operator (for a held matrix, the deflated matrix) and, unless
+        ``eigen_bounds`` is given, its eigenvalue bounds: for example over the chunks of a
+        prediction. Or that result's ``deflation`` tuple (pass its ``eigen_bounds`` too).
 
     Returns
     -------
@@ -466,6 +474,8 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     xp = _check_inputs(A, B)
     vec = B.ndim == 1
     B2 = B[:, None] if vec else B
+    if isinstance(deflate, CIQResult) and eigen_bounds is None:
+        eigen_bounds = deflate.eigen_bounds
     lo, hi = _resolve_bounds(A, eigen_bounds, num_lanczos)
     shifts_h, weights_h = ciq_quadrature(lo, hi, num_quad)
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)

@@ -283,6 +283,15 @@ def test_deflation_reused_from_an_earlier_result():
     assert np.linalg.norm(again.x - ref) / np.linalg.norm(ref) < 2e-5
     with pytest.raises(ShapeError, match="deflate"):
         inv_sqrt_matmul(K[:200, :200], B1[:200], deflate=first.deflation)
+    # The whole result: its bounds, pairs and deflated matrix are reused (no new search, the
+    # same complement operator), with the same answer.
+    whole = inv_sqrt_matmul(K, B2m, rtol=1e-6, maxiter=400, deflate=first)
+    assert whole.complement is first.complement and whole.deflation_products == 0
+    assert whole.eigen_bounds == first.eigen_bounds
+    assert np.linalg.norm(whole.x - ref) / np.linalg.norm(ref) < 2e-5
+    plain = inv_sqrt_matmul(K, B2m, rtol=1e-6, maxiter=400, deflate=0)
+    undeflated = inv_sqrt_matmul(K, B2m, rtol=1e-6, maxiter=400, deflate=plain)
+    assert undeflated.num_deflated == 0 and undeflated.deflation_products == 0
 
 
 def test_deflated_matrix_acts_as_the_projected_operator():

@@ -148,10 +148,8 @@ class CIQWhitening:
         op = self._operator(Kzz, jitter) if reuse is None else reuse[0]
         opts = dict(self.options)
         if reuse is not None:
-            res0 = reuse[1]
-            opts["eigen_bounds"] = res0.eigen_bounds
-            if res0.deflation is not None:
-                opts["deflate"] = res0.deflation
+            # The earlier result: its eigenvalue bounds, pairs and complement operator.
+            opts["deflate"] = reuse[1]
         res = inv_sqrt_matmul(op, Kzx, workspace=self.workspace, **opts)
         return res.x, {"op": op, "res": res, "Kzx": Kzx}
 
