@@ -20,6 +20,8 @@ import sys
 import time
 import warnings
 
+from gpnum import _argtypes as argtypes
+
 __all__ = ["main", "build_parser", "run_fit", "run_compare", "run_demo"]
 
 _LIKELIHOODS = ("auto", "gaussian", "studentt", "bernoulli")
@@ -35,26 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
-
-
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0.0 or v != v or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
 
 
 def _int_list(text):
@@ -93,7 +75,7 @@ def _add_training_args(p, *, compare=False):
     data.add_argument("--test-mask", default=None, metavar="PATH",
                       help="with --csv: a CSV of 0/1, one row per data row and one column per "
                            "fixed split (1 marks a test row); --split picks the column")
-    data.add_argument("--max-train", type=_positive_int, default=None, metavar="N",
+    data.add_argument("--max-train", type=argtypes.positive_int, default=None, metavar="N",
                       help="use at most N training points (a random subset), for quick runs")
     model = p.add_argument_group("model")
     model.add_argument("--likelihood", choices=_LIKELIHOODS, default="auto",
@@ -104,7 +86,7 @@ def _add_training_args(p, *, compare=False):
     if not compare:
         model.add_argument("--whitening", choices=("cholesky", "ciq"), default="cholesky",
                            help="how K_ZZ^(-1/2) K_ZX is formed (default: %(default)s)")
-        model.add_argument("--num-inducing", type=_positive_int, default=500, metavar="M",
+        model.add_argument("--num-inducing", type=argtypes.positive_int, default=500, metavar="M",
                            help="inducing points, placed by k-means (default: %(default)s)")
     else:
         model.add_argument("--num-inducing", type=_int_list, default=[250, 500, 1000],
@@ -119,27 +101,27 @@ def _add_training_args(p, *, compare=False):
                        help="natural-gradient algebra: 'dense' (one O(m^3) Cholesky per step) or "
                             "'krylov' (PCG solves only, O(J m^2 b); pays off only for very "
                             "large m) (default: %(default)s)")
-    train.add_argument("--epochs", type=_positive_int, default=2 if compare else 20,
+    train.add_argument("--epochs", type=argtypes.positive_int, default=2 if compare else 20,
                        help="passes over the training data (default: %(default)s)")
-    train.add_argument("--batch-size", type=_positive_int, default=256,
+    train.add_argument("--batch-size", type=argtypes.positive_int, default=256,
                        help="minibatch size (default: %(default)s)")
     # 0.03 rather than gpnum.fit's 0.01: the noise variance starts at log 2 and must fall ~20x
     # on elevators, which Adam at 0.01 does slowly (elevators, m = 500: test NLL 0.95 after 3
     # epochs at 0.01; 0.49 after 5, 0.47 after 8 and 0.454 after 20 epochs (35 s) at 0.03).
-    train.add_argument("--lr", type=_positive_float, default=0.03,
+    train.add_argument("--lr", type=argtypes.positive_float, default=0.03,
                        help="Adam learning rate (default: %(default)s)")
-    train.add_argument("--gamma", type=_positive_float, default=0.1,
+    train.add_argument("--gamma", type=argtypes.positive_float, default=0.1,
                        help="natural-gradient step size in (0, 1] (default: %(default)s)")
     train.add_argument("--lr-decay", type=_int_list, default=None, metavar="E1,E2,...",
                        help="decay the Adam learning rate 10x at these epochs (the CIQ study, "
                             "Pleiss et al. 2020, uses 1,5,10,15 on 300k-point sets)")
-    train.add_argument("--ciq-num-quad", type=_positive_int, default=15, metavar="Q",
+    train.add_argument("--ciq-num-quad", type=argtypes.positive_int, default=15, metavar="Q",
                        help="CIQ quadrature points (default: %(default)s)")
-    train.add_argument("--ciq-rtol", type=_positive_float, default=1e-3,
+    train.add_argument("--ciq-rtol", type=argtypes.positive_float, default=1e-3,
                        help="msMINRES relative tolerance (default: %(default)s)")
-    train.add_argument("--ciq-maxiter", type=_positive_int, default=200,
+    train.add_argument("--ciq-maxiter", type=argtypes.positive_int, default=200,
                        help="msMINRES iteration limit J (default: %(default)s)")
-    train.add_argument("--jitter", type=_positive_float, default=None,
+    train.add_argument("--jitter", type=argtypes.positive_float, default=None,
                        help="jitter added to K_ZZ's diagonal (default: 1e-6 in float64, 1e-4 in "
                             "float32)")
     train.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -176,7 +158,7 @@ def _add_svtp_args(model, data, compare):
     model.add_argument("--kl", choices=("mc", "upper-bound"), default="mc",
                        help="SVTP's KL: Monte Carlo or its Jensen upper bound "
                             "(default: %(default)s)")
-    data.add_argument("--outliers", type=_fraction, default=0.0, metavar="FRACTION",
+    data.add_argument("--outliers", type=argtypes.fraction, default=0.0, metavar="FRACTION",
                       help="shift this fraction of the training targets (only) by 3 standard "
                            "deviations, random sign (default: 0)")
 
@@ -191,16 +173,6 @@ def _model_list(text):
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of "
                                          f"{', '.join(_COMPARE_MODELS)}, got {text!r}")
     return vals
-
-
-def _fraction(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return v
 
 
 def _add_outliers(y, fraction, seed):
@@ -243,7 +215,8 @@ def build_parser():
     hmm_cli.add_parser(sub)
     sub.add_parser("datasets", help="list the bundled data sets")
     p_demo = sub.add_parser("demo", help="a jittered Cholesky solve on the default backend")
-    p_demo.add_argument("--n", type=_positive_int, default=2000, help="matrix size (default 2000)")
+    p_demo.add_argument("--n", type=argtypes.positive_int, default=2000,
+                        help="matrix size (default 2000)")
     p_demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     return parser
 
@@ -377,14 +350,14 @@ def _add_gvi_args(p, compare):
                    help="Q's mean (default: %(default)s)")
     g.add_argument("--no-eigen-term", action="store_true",
                    help="gwi: drop the Wasserstein cross term (the O(b) variant)")
-    g.add_argument("--renyi-alpha", type=_positive_float, default=0.5,
+    g.add_argument("--renyi-alpha", type=argtypes.positive_float, default=0.5,
                    help="pgvi-renyi: the order alpha, not 1 (default: %(default)s)")
-    g.add_argument("--select-rounds", type=_positive_int, default=5, metavar="R",
+    g.add_argument("--select-rounds", type=argtypes.positive_int, default=5, metavar="R",
                    help="rounds of Algorithm 2 (greedy variance <-> type-II ML) at most "
                         "(default: %(default)s)")
     # Adam moves all of q here (SVGP's q gets natural gradients): at --lr 0.03 q_mu is still
     # far from converged after 20 epochs on elevators (m = 200: test NLL 0.58 vs 0.52 at 0.1).
-    g.add_argument("--gvi-lr", type=_positive_float, default=0.1,
+    g.add_argument("--gvi-lr", type=argtypes.positive_float, default=0.1,
                    help="Adam learning rate of GVI objectives (default: %(default)s)")
     g.add_argument("--regulariser-fit", choices=("algorithm2", "svgp"), default="algorithm2",
                    help="how the regulariser's kernel and Z are fitted: the seed's Algorithm 2, "

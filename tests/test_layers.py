@@ -4,7 +4,9 @@ The walk reads every module's source (function-level imports included, since a l
 still a dependency) and maps ``gpnum.<package>`` to its layer. Two corrections to the design
 table, which its own column "must not know about" implies: ``params`` uses ``backend`` (it
 converts values to arrays), so it sits just below it; ``datasets`` and ``inducing`` know nothing
-of models, and ``hmm`` and the CLI use them, so they sit above the models.
+of models, and ``hmm`` and the CLI use them, so they sit above the models. ``_argtypes`` (the
+command lines' argparse types, used by ``cli`` and ``hmm``) imports nothing from gpnum and sits
+with ``errors``.
 """
 
 import ast
@@ -14,7 +16,7 @@ import sys
 
 import gpnum
 
-ORDER = [("errors",), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
+ORDER = [("errors", "_argtypes"), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
          ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("variational",),
          ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}

@@ -17,20 +17,12 @@ import os
 import sys
 import time
 
+from gpnum import _argtypes as argtypes
+
 __all__ = ["add_parser", "run"]
 
 #: The bundled real series: the two demand columns of Elec2 (NSW and Victoria, half-hourly).
 _ELEC_COLUMNS = ("nswdemand", "vicdemand")
-
-
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _buffer(text):
@@ -63,16 +55,18 @@ def add_parser(subparsers):
     data.add_argument("--no-standardize", action="store_true",
                       help="fit the raw columns instead of standardised ones")
     model = p.add_argument_group("model")
-    model.add_argument("--states", type=_positive_int, default=3, help="hidden states K (3)")
+    model.add_argument("--states", type=argtypes.positive_int, default=3,
+                       help="hidden states K (3)")
     model.add_argument("--covariance", choices=("full", "diag"), default="full")
     model.add_argument("--method", choices=("vb", "svi"), default="svi")
-    model.add_argument("--max-iter", type=_positive_int, default=100, help="batch VB iterations")
+    model.add_argument("--max-iter", type=argtypes.positive_int, default=100,
+                       help="batch VB iterations")
     model.add_argument("--tol", type=float, default=1e-6, help="batch VB relative tolerance")
-    model.add_argument("--subchain-length", type=_positive_int, default=100)
-    model.add_argument("--num-subchains", type=_positive_int, default=10)
+    model.add_argument("--subchain-length", type=argtypes.positive_int, default=100)
+    model.add_argument("--num-subchains", type=argtypes.positive_int, default=10)
     model.add_argument("--buffer", type=_buffer, default="grow",
                        help="'grow' (GrowBuf), 'none', or a fixed buffer length")
-    model.add_argument("--steps", type=_positive_int, default=500, help="SVI steps")
+    model.add_argument("--steps", type=argtypes.positive_int, default=500, help="SVI steps")
     model.add_argument("--eval-every", type=int, default=50,
                        help="SVI: whole-series ELBO every this many steps")
     model.add_argument("--tau", type=float, default=1.0)

@@ -52,6 +52,16 @@ class ComposedParameters(Parameterised):
         check_finite(self.xp, Z, name)
         return Z
 
+    def _check_X(self, X, name="X"):
+        """Inputs of a model with inducing points: ``X`` converted to the model's namespace,
+        dtype and device, checked to be (n, d) like the inducing points, and finite."""
+        X = asarray(X, dtype=self.dtype, xp=self.xp, device=self._device)
+        d = self.inducing_points.shape[1]
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ShapeError(f"{name}: expected shape (n, {d}), got {describe_shape(X.shape)}")
+        check_finite(self.xp, X, name)
+        return X
+
     def _adopt_num_data(self, num_data):
         """Set ``num_data`` (N, the training-set size the minibatch terms are scaled to) as an
         int >= 1; anything ``int()`` takes is accepted."""

@@ -232,14 +232,6 @@ class SVGP(ComposedParameters):
         return -value, grads
 
     # ------------------------------------------------------------------ input checks
-    def _check_X(self, X, name="X"):
-        X = asarray(X, dtype=self.dtype, xp=self.xp, device=self._device)
-        d = self.inducing_points.shape[1]
-        if X.ndim != 2 or X.shape[1] != d:
-            raise ShapeError(f"{name}: expected shape (n, {d}), got {describe_shape(X.shape)}")
-        check_finite(self.xp, X, name)
-        return X
-
     def _check_y(self, y, n):
         y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
         if y.ndim != 1 or y.shape[0] != n:

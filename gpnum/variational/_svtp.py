@@ -261,15 +261,10 @@ class SVTP(ComposedParameters):
         y = self._check_y(y, X.shape[0])
         return X, y
 
-    def _check_X(self, X):
-        if B.is_array(X):
+    def _check_X(self, X, name="X"):
+        if B.is_array(X):  # an array of another namespace is an error here, not converted
             get_namespace(X, self.inducing_points)
-        X = asarray(X, dtype=self.dtype, xp=self.xp, device=self._device)
-        d = self.inducing_points.shape[1]
-        if X.ndim != 2 or X.shape[1] != d:
-            raise ShapeError(f"X: expected shape (n, {d}), got {describe_shape(X.shape)}")
-        check_finite(self.xp, X, "X")
-        return X
+        return super()._check_X(X, name)
 
     def _check_y(self, y, n):
         y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
