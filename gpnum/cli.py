@@ -596,7 +596,6 @@ def _plot_precip_map(path, model, ds):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     from gpnum import backend as B
 
@@ -784,8 +783,6 @@ def _write_rows(args, stem, rows, name):
 
 
 def run_compare(args):
-    import gpnum
-
     xp, dtype = _select_backend(args)
     _prepare_out(args.out)
     ds, X, y = _load_data(args, xp, dtype)

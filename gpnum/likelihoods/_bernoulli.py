@@ -86,7 +86,6 @@ class Bernoulli(Likelihood):
     # -- log-density at the nodes --------------------------------------------------------------
 
     def _log_density_and_grads(self, y, f, params, want_grad):
-        xp = get_namespace(f)
         s = 2.0 * y - 1.0
         z = s * f
         if self.link == "probit":

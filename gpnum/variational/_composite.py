@@ -62,6 +62,18 @@ class ComposedParameters(Parameterised):
         check_finite(self.xp, X, name)
         return X
 
+    def _check_y(self, y, n, name="y"):
+        """Targets of a model with inducing points: ``y`` converted like :meth:`_check_X`,
+        checked to be (n,) to match the inputs, finite, and valid for the likelihood."""
+        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ShapeError(f"{name}: expected shape ({n},) to match X, got "
+                             f"{describe_shape(y.shape)}")
+        check_finite(self.xp, y, name)
+        if hasattr(self.likelihood, "check_targets"):
+            self.likelihood.check_targets(y)
+        return y
+
     def _adopt_num_data(self, num_data):
         """Set ``num_data`` (N, the training-set size the minibatch terms are scaled to) as an
         int >= 1; anything ``int()`` takes is accepted."""

@@ -265,16 +265,6 @@ class GVI(ComposedParameters):
         return model
 
     # ------------------------------------------------------------------ checks
-    def _check_y(self, y, n, name="y"):
-        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ShapeError(f"{name}: expected shape ({n},) to match the inputs, got "
-                             f"{describe_shape(y.shape)}")
-        check_finite(self.xp, y, name)
-        if hasattr(self.likelihood, "check_targets"):
-            self.likelihood.check_targets(y)
-        return y
-
     def check_data(self, X, y):
         """Validate and convert training data once (``fit`` then passes ``validate=False``).
 

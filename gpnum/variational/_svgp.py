@@ -21,8 +21,7 @@ O(m^3) operation.
 from __future__ import annotations
 
 from gpnum import backend as B
-from gpnum.backend import asarray, matmul
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.backend import matmul
 from gpnum.linalg import default_block_size
 from gpnum.variational._composite import ComposedParameters
 from gpnum.variational._distributions import (  # noqa: F401 (re-exported)
@@ -232,15 +231,6 @@ class SVGP(ComposedParameters):
         return -value, grads
 
     # ------------------------------------------------------------------ input checks
-    def _check_y(self, y, n):
-        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ShapeError(f"y: expected shape ({n},) to match X, got {describe_shape(y.shape)}")
-        check_finite(self.xp, y, "y")
-        if hasattr(self.likelihood, "check_targets"):
-            self.likelihood.check_targets(y)
-        return y
-
     def q_cholesky(self):
         """``q_mu`` (L, m) and ``q_sqrt`` (L, m, m) with a leading latent axis (Cholesky form).
 

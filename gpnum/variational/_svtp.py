@@ -40,7 +40,7 @@ import numpy as np
 
 from gpnum import backend as B
 from gpnum.backend import asarray, get_namespace
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.errors import ShapeError, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.likelihoods._special import log_gamma_half_ratio_and_grad, logsumexp
@@ -258,20 +258,13 @@ class SVTP(ComposedParameters):
     def check_data(self, X, y):
         """Validate and convert training data: shapes, finiteness, ``N >= M``."""
         X = self._check_X(X)
-        y = self._check_y(y, X.shape[0])
+        y = self._check_y(y, X.shape[0], "y (training targets)")
         return X, y
 
     def _check_X(self, X, name="X"):
         if B.is_array(X):  # an array of another namespace is an error here, not converted
             get_namespace(X, self.inducing_points)
         return super()._check_X(X, name)
-
-    def _check_y(self, y, n):
-        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ShapeError(f"y: expected shape ({n},), got {describe_shape(y.shape)}")
-        check_finite(self.xp, y, "y (training targets)")
-        return y
 
     # ------------------------------------------------------------------ draws
     def draw(self, num_samples=None, rng=None):
