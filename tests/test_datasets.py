@@ -129,12 +129,12 @@ def test_bike_target_is_a_function_of_its_last_two_columns():
     # last two inputs (casual and registered rentals, centred) sum to that count.
     table = raw("bike")
     count = table[:, 15] + table[:, 16]
-    count = count - count.min()  # the smallest hourly count is 1: log(count + 1) has no gap
+    count = count - count.min()  # the hourly count minus 1 (its smallest value is 1)
     A = np.stack([np.log(count + 1.0), np.ones_like(count)], axis=1)
     coef, *_ = np.linalg.lstsq(A, table[:, -1], rcond=None)
     resid = table[:, -1] - A @ coef
     assert np.std(resid) < 1e-4 * np.std(table[:, -1])
-    # Without those two columns no such fit exists: the best linear one leaves half the spread.
+    # The two columns carry it: without them the best linear fit leaves over half the spread.
     L = np.concatenate([table[:, :15], np.ones((table.shape[0], 1))], axis=1)
     coef, *_ = np.linalg.lstsq(L, table[:, -1], rcond=None)
     assert np.std(table[:, -1] - L @ coef) > 0.5 * np.std(table[:, -1])

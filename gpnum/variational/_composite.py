@@ -62,12 +62,13 @@ class ComposedParameters(Parameterised):
         check_finite(self.xp, X, name)
         return X
 
-    def _check_y(self, y, n, name="y"):
+    def _check_y(self, y, n, name="y", inputs="X"):
         """Targets of a model with inducing points: ``y`` converted like :meth:`_check_X`,
-        checked to be (n,) to match the inputs, finite, and valid for the likelihood."""
+        checked to be (n,) to match the ``n`` rows of ``inputs``, finite, and valid for the
+        likelihood."""
         y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
         if y.ndim != 1 or y.shape[0] != n:
-            raise ShapeError(f"{name}: expected shape ({n},) to match X, got "
+            raise ShapeError(f"{name}: expected shape ({n},) to match {inputs}, got "
                              f"{describe_shape(y.shape)}")
         check_finite(self.xp, y, name)
         if hasattr(self.likelihood, "check_targets"):

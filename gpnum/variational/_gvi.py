@@ -507,7 +507,7 @@ class GVI(ComposedParameters):
             ``X_val`` or ``y_val`` of the wrong shape.
         """
         X = self._check_X(X_val, "X_val")
-        y = self._check_y(y_val, X.shape[0], "y_val")
+        y = self._check_y(y_val, X.shape[0], "y_val", "X_val")
         xp = self.xp
         mu, var = self.predict_f(X)
         L = self.num_latent
