@@ -65,7 +65,8 @@ BUNDLED = {
         "elevators.csv.gz", None),
     "bike": (DatasetInfo(
         "bike", 17_379, 17, "regression", "gaussian", 10,
-        "UCI bike sharing, hourly, uci_datasets copy; the target is log(count), count = x15 + x16 + const"),
+        "UCI bike sharing, hourly, uci_datasets copy; "
+        "the target is log(count), count = x15 + x16 + const"),
         "bike.csv.gz", None),
     "energy": (DatasetInfo(
         "energy", 768, 8, "regression", "gaussian", 10,
