@@ -3,7 +3,7 @@
 from gpnum import backend
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
 from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # noqa: E402
-from gpnum.variational import GPR, GVI, SGPR, SVGP, SVTP  # noqa: E402
+from gpnum.models import GPR, GVI, SGPR, SVGP, SVTP  # noqa: E402
 from gpnum import hmm, inducing, optim  # noqa: E402
 from gpnum.checkpoint import load, save  # noqa: E402
 from gpnum import distributed  # noqa: E402  (Dask itself is imported on first use)

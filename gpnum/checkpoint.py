@@ -70,12 +70,15 @@ def _allowed_classes():
 
 
 def _allowed_models():
-    """Model classes a checkpoint may name: those exported by :mod:`gpnum.variational`."""
-    from gpnum import variational
+    """Model classes a checkpoint may name: those exported by :mod:`gpnum.models`.
 
-    return {name: getattr(variational, name) for name in variational.__all__
-            if isinstance(getattr(variational, name), type)
-            and hasattr(getattr(variational, name), "objective_and_grad")}
+    Checkpoints name a model by its class name only, so files written when the models lived in
+    ``gpnum.variational`` load unchanged."""
+    from gpnum import models
+
+    return {name: getattr(models, name) for name in models.__all__
+            if isinstance(getattr(models, name), type)
+            and hasattr(getattr(models, name), "objective_and_grad")}
 
 
 def _build(spec, params, xp, dtype, device):

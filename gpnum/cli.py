@@ -329,7 +329,7 @@ _OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-he
 
 
 def _add_gvi_args(p, compare):
-    from gpnum.variational._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+    from gpnum.models._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
 
     g = p.add_argument_group("generalised variational inference (gpnum.GVI)")
     if compare:

@@ -220,3 +220,15 @@ def test_config_round_trips_through_from_config(which):
                                       B.to_numpy(model.predict_f(X)[0]))
     else:
         assert float(again.objective_and_grad()[0]) == float(model.objective_and_grad()[0])
+
+
+def test_a_checkpoint_written_before_the_models_moved_still_loads():
+    # Written by gpnum 0.1 (models in gpnum.variational) with its own predictions beside it.
+    import pathlib
+    here = pathlib.Path(__file__).parent / "data"
+    model = gpnum.load(str(here / "svgp_written_by_gpnum_0_1_variational.npz"))
+    ref = np.load(here / "svgp_written_by_gpnum_0_1_variational_expected.npz")
+    mu, var = model.predict_f(model.xp.asarray(ref["X"]))
+    np.testing.assert_allclose(np.asarray(mu), ref["mu"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(var), ref["var"], rtol=1e-10, atol=1e-12)
+    assert type(model) is gpnum.SVGP and type(model).__module__ == "gpnum.models._svgp"

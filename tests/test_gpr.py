@@ -12,7 +12,7 @@ import gpnum
 from gpnum import backend as B
 from gpnum.kernels import RBF, Matern52
 from gpnum.likelihoods import Bernoulli, Gaussian
-from gpnum.variational import GPR
+from gpnum.models import GPR
 from gradcheck import check_grad
 
 # ---------------------------------------------------------------- independent NumPy reference

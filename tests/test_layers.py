@@ -17,7 +17,7 @@ import sys
 import gpnum
 
 ORDER = [("errors", "_argtypes"), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
-         ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("variational",),
+         ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("models", "variational"),
          ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}
 ROOT = pathlib.Path(gpnum.__file__).parent

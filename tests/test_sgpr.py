@@ -10,7 +10,7 @@ import gpnum
 from gpnum import backend as B
 from gpnum.kernels import RBF, Matern52
 from gpnum.likelihoods import Gaussian, StudentT
-from gpnum.variational import GPR, SGPR
+from gpnum.models import GPR, SGPR
 from gradcheck import check_grad
 
 # ---------------------------------------------------------------- independent NumPy reference

@@ -15,8 +15,8 @@ from scipy import stats
 import gpnum
 from gpnum import backend as B
 from gpnum.kernels import RBF
-from gpnum.variational import SVTP, student_t_fisher, student_t_fisher_solve
-from gpnum.variational._student_t_math import chi2_quantile_and_grad, digamma, lgamma, trigamma
+from gpnum.models import SVTP, student_t_fisher, student_t_fisher_solve
+from gpnum.models._student_t_math import chi2_quantile_and_grad, digamma, lgamma, trigamma
 from gradcheck import check_grad
 
 

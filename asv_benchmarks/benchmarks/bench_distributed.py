@@ -6,7 +6,7 @@ import numpy as np
 
 from gpnum.kernels import Matern52
 from gpnum.likelihoods import Gaussian
-from gpnum.variational import SVGP
+from gpnum.models import SVGP
 
 
 class DistributedObjective:

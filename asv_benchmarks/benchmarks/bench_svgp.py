@@ -8,7 +8,7 @@ from gpnum import backend as B
 from gpnum.kernels import Matern52
 from gpnum.likelihoods import Gaussian
 from gpnum.optim import Adam, NaturalGradient
-from gpnum.variational import SVGP
+from gpnum.models import SVGP
 
 from ._common import available_backends, sync
 

@@ -8,7 +8,7 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.kernels import Matern52
 from gpnum.optim import Adam, NaturalGradient
-from gpnum.variational import SVTP
+from gpnum.models import SVTP
 
 from ._common import available_backends, sync
 

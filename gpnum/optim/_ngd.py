@@ -35,7 +35,7 @@ import warnings
 
 from gpnum.backend import get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.variational._distributions import precision_to_q_sqrt, q_sqrt_to_precision
+from gpnum.models._distributions import precision_to_q_sqrt, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
 

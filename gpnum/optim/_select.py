@@ -93,7 +93,7 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     InducingSelection
     """
     from gpnum.optim._fit import fit
-    from gpnum.variational import GPR, SGPR
+    from gpnum.models import GPR, SGPR
 
     if method not in ("gpr", "sgpr"):
         raise ValueError(f"method: expected 'gpr' or 'sgpr', got {method!r}")

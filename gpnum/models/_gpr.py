@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import cholesky, matmul, solve_triangular
-from gpnum.variational._composite import FullBatchGaussianModel
+from gpnum.models._composite import FullBatchGaussianModel
 
 __all__ = ["GPR"]
 

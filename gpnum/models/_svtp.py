@@ -45,10 +45,10 @@ from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.likelihoods._special import log_gamma_half_ratio_and_grad, logsumexp
 from gpnum.params import softplus, softplus_grad, softplus_inverse
-from gpnum.variational._composite import ComposedParameters
-from gpnum.variational._student_t_math import (
+from gpnum.models._composite import ComposedParameters
+from gpnum.models._student_t_math import (
     chi2_quantile_and_grad, digamma, lgamma, student_t_fisher_solve, trigamma)
-from gpnum.variational._whitening import make_whitening
+from gpnum.models._whitening import make_whitening
 
 __all__ = ["SVTP"]
 
@@ -106,7 +106,7 @@ class SVTP(ComposedParameters):
     Notes
     -----
     Natural gradients (``gpnum.fit(model, optimizer="ngd")``) update ``(q_mu, q_scale, q_df)``
-    with the closed-form Fisher of ``q`` (:func:`gpnum.variational.student_t_fisher`) and its
+    with the closed-form Fisher of ``q`` (:func:`gpnum.models.student_t_fisher`) and its
     O(M) inverse, through the model protocol's extension :meth:`natural_gradient_step`;
     Adam updates the rest.
     """

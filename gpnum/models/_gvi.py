@@ -14,7 +14,7 @@ minibatch of ``b`` of the ``N`` points the model protocol maximises
     objective = (N / b) sum_{i in batch} E_Q[log p(y_i | f_i)] - D_batch(Q, P),
 
 with ``D_batch`` one of the batch regularisers of :func:`regulariser_and_grad`. Every gradient
-is hand-derived (:mod:`gpnum.variational._gvi_parts`).
+is hand-derived (:mod:`gpnum.models._gvi_parts`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from gpnum.backend import asarray, cholesky, solve_triangular
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
-from gpnum.variational._composite import ComposedParameters
-from gpnum.variational._gvi_parts import (REGULARISERS, VARIATIONAL_KERNELS, VARIATIONAL_MEANS,
+from gpnum.models._composite import ComposedParameters
+from gpnum.models._gvi_parts import (REGULARISERS, VARIATIONAL_KERNELS, VARIATIONAL_MEANS,
                                           fixed_solve, make_variational_kernel,
                                           make_variational_mean, needs_full_covariance,
                                           regulariser_and_grad)
-from gpnum.variational._whitening import CholeskyWhitening
+from gpnum.models._whitening import CholeskyWhitening
 
 __all__ = ["GVI"]
 
@@ -68,7 +68,7 @@ class GVI(ComposedParameters):
     num_data : int
         ``N``: the risk on a batch of ``b`` points is scaled by ``N / b``.
     divergence : str
-        The regulariser ``D(Q, P)`` on a batch (see :func:`gpnum.variational._gvi_parts.
+        The regulariser ``D(Q, P)`` on a batch (see :func:`gpnum.models._gvi_parts.
         regulariser_and_grad` for the formulas): ``"wasserstein"`` (GWI, Wild et al. 2022),
         ``"squared-difference"``, ``"projected-wasserstein"``, ``"projected-bhattacharyya"``,
         ``"projected-hellinger"`` (squared), ``"projected-kl"`` (``KL(Q||P)``) or
@@ -183,7 +183,7 @@ class GVI(ComposedParameters):
             if inducing_targets is None or regulariser_noise is None:
                 raise ValueError("mode='posterior' needs inducing_targets (the responses at Z) "
                                  "and regulariser_noise (the fitted noise variance); see "
-                                 "gpnum.variational.select_inducing")
+                                 "gpnum.models.select_inducing")
             U = asarray(inducing_targets, dtype=self.dtype, xp=self.xp, device=self._device)
             if U.ndim == 1:
                 U = U[:, None]

@@ -199,8 +199,8 @@ class ComposedParameters(Parameterised):
 
 
 class FullBatchGaussianModel(ComposedParameters):
-    """What the exact-inference models (:class:`~gpnum.variational.GPR`,
-    :class:`~gpnum.variational.SGPR`) share: a kernel, a Gaussian likelihood, a learned
+    """What the exact-inference models (:class:`~gpnum.models.GPR`,
+    :class:`~gpnum.models.SGPR`) share: a kernel, a Gaussian likelihood, a learned
     constant mean, the training data held by the model, their checks, and the model protocol
     around the objective.
 

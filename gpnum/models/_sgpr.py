@@ -36,7 +36,7 @@ import math
 
 from gpnum.backend import asarray, cholesky, matmul, solve_triangular
 from gpnum.errors import ShapeError, check_finite, describe_shape
-from gpnum.variational._composite import FullBatchGaussianModel
+from gpnum.models._composite import FullBatchGaussianModel
 
 __all__ = ["SGPR"]
 
@@ -81,7 +81,7 @@ class SGPR(FullBatchGaussianModel):
     -----
     Parameters are reported as a flat dict (:meth:`parameters`): ``mean``,
     ``inducing_points``, ``kernel.<name>``, ``likelihood.variance``. With ``Z = X`` the bound
-    equals the exact log marginal likelihood of :class:`~gpnum.variational.GPR` up to the
+    equals the exact log marginal likelihood of :class:`~gpnum.models.GPR` up to the
     jitter.
 
     float32: as in SVGP's Cholesky whitening, the kernel matrices are formed (and

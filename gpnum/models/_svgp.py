@@ -23,10 +23,10 @@ from __future__ import annotations
 from gpnum import backend as B
 from gpnum.backend import matmul
 from gpnum.linalg import default_block_size
-from gpnum.variational._composite import ComposedParameters
-from gpnum.variational._distributions import (  # noqa: F401 (re-exported)
+from gpnum.models._composite import ComposedParameters
+from gpnum.models._distributions import (  # noqa: F401 (re-exported)
     CholeskyForm, NaturalForm, precision_to_q_sqrt, q_sqrt_to_precision)
-from gpnum.variational._whitening import make_whitening
+from gpnum.models._whitening import make_whitening
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
@@ -95,7 +95,7 @@ class SVGP(ComposedParameters):
         if not self.jitter >= 0.0:
             raise ValueError(f"jitter: expected a number >= 0, got {jitter!r}")
         self.ciq_options = dict(ciq_options or {})
-        #: The whitening strategy (gpnum.variational._whitening): forward, backward, sampling.
+        #: The whitening strategy (gpnum.models._whitening): forward, backward, sampling.
         self.whitening_strategy = make_whitening(whitening, self.ciq_options)
         self.num_latent = int(num_latent if num_latent is not None
                               else getattr(likelihood, "num_latent", 1))
@@ -261,7 +261,7 @@ class SVGP(ComposedParameters):
 
     @property
     def variational(self):
-        """The variational distribution's form (:mod:`gpnum.variational._distributions`):
+        """The variational distribution's form (:mod:`gpnum.models._distributions`):
         ``CholeskyForm`` or ``NaturalForm`` (with this model's ``krylov_options``)."""
         return CholeskyForm() if self._form == "cholesky" else NaturalForm(self.krylov_options)
 
