@@ -1,11 +1,11 @@
-"""The command lines' shared argparse types (gpnum._argtypes): values accepted, and one-line
+"""The command lines' shared argparse types (gpnum.cli._argtypes): values accepted, and one-line
 errors naming what was expected."""
 
 import argparse
 
 import pytest
 
-from gpnum import _argtypes as argtypes
+from gpnum.cli import _argtypes as argtypes
 
 
 @pytest.mark.parametrize("convert, text, value", [

@@ -1,4 +1,4 @@
-"""The ``hmm`` subcommand (gpnum/hmm/_cli.py), driven through its own argparse parser.
+"""The ``hmm`` subcommand (gpnum/cli/hmm.py), driven through its own argparse parser.
 
 Checks against the data written: the decoded states of a two-regime CSV match the regimes, the
 JSON holds what was printed, and bad input gives one clear error line and status 2.
@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from gpnum.hmm import _cli as hmm_cli
+from gpnum.cli import hmm as hmm_cli
 
 
 def _parse(argv):

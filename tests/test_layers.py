@@ -4,9 +4,8 @@ The walk reads every module's source (function-level imports included, since a l
 still a dependency) and maps ``gpnum.<package>`` to its layer. Two corrections to the design
 table, which its own column "must not know about" implies: ``params`` uses ``backend`` (it
 converts values to arrays), so it sits just below it; ``datasets`` and ``inducing`` know nothing
-of models, and ``hmm`` and the CLI use them, so they sit above the models. ``_argtypes`` (the
-command lines' argparse types, used by ``cli`` and ``hmm``) imports nothing from gpnum and sits
-with ``errors``.
+of models, and ``hmm`` and the CLI use them, so they sit above the models. The command lines
+are one package, ``gpnum/cli/`` (its argparse types included), at the bottom.
 """
 
 import ast
@@ -16,7 +15,7 @@ import sys
 
 import gpnum
 
-ORDER = [("errors", "_argtypes"), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
+ORDER = [("errors",), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
          ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("models", "variational"),
          ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}
@@ -66,3 +65,26 @@ def test_the_script_entry_point_is_the_cli():
     r = subprocess.run([sys.executable, "-c", "import gpnum.cli, sys; sys.exit(gpnum.cli.main(['--version']))"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == gpnum.__version__
+
+
+def test_the_command_line_builds_nothing_itself():
+    # Commands parse, call library functions and report: a model, kernel, likelihood or
+    # inducing-point set is built by a library function (gpnum.models.build_model,
+    # gpnum.optim.gvi_by_selection, GVI.from_svgp, ...), never by a constructor call in cli/.
+    import gpnum.kernels
+    import gpnum.likelihoods
+    import gpnum.models
+
+    builders = set(gpnum.models.__all__) - {"build_model", "default_kernel", "default_likelihood",
+                                            "inducing_jitter"}
+    builders |= set(gpnum.kernels.__all__) | set(gpnum.likelihoods.__all__)
+    builders |= {"kmeans", "greedy_variance", "select_inducing"}
+    calls = []
+    for path in sorted((ROOT / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if name in builders:
+                    calls.append(f"{path.name}:{node.lineno} calls {name}")
+    assert not calls, "\n".join(calls)

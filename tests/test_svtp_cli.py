@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from gpnum.cli import _add_outliers, main
+from gpnum.cli import main
+from gpnum.datasets import add_outliers
 
 
 @pytest.mark.parametrize("extra", [[], ["--kl", "upper-bound", "--optimizer", "adam"]])
@@ -49,11 +50,11 @@ def test_compare_models_with_outliers(tmp_path):
 
 def test_outliers_shift_that_fraction_by_three_standard_deviations():
     y = np.random.default_rng(0).normal(size=200)
-    z = _add_outliers(y, 0.05, seed=3)
+    z = add_outliers(y, 0.05, seed=3)
     moved = np.flatnonzero(z != y)
     assert moved.size == 10
     np.testing.assert_allclose(np.abs(z[moved] - y[moved]), 3.0 * y.std(), rtol=1e-12)
-    assert _add_outliers(y, 0.0, seed=3) is y
+    assert add_outliers(y, 0.0, seed=3) is y
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -4,7 +4,7 @@ The public code is not a gpnum dependency and is not in this repository: pass th
 module holding its ``SVTP_Diag``, ``train_natgrad`` and ``train_adam`` (a scratch copy; its own
 ``load_uci`` needs scikit-learn and the network, so this script feeds both sides the same data
 instead). Both sides get: energy, the random 75/10/15 split of the seed, 5% of the training
-targets shifted by +-3 standard deviations (``gpnum.cli._add_outliers``), M = 100 inducing
+targets shifted by +-3 standard deviations (``gpnum.datasets.add_outliers``), M = 100 inducing
 points, minibatch 256, the same number of steps, one thread. Test NLL on the clean test points:
 gpnum's ``log_predictive_density``; for the public code (which reports only MSE) the same
 estimator written here in torch on its model: ``log mean_s ST(y | nu + M, mu(u_s), s(u_s))``
@@ -58,14 +58,14 @@ def main():
 
     torch.set_num_threads(1)
     import gpnum
-    from gpnum.cli import _add_outliers
+    from gpnum.datasets import add_outliers
     from gpnum.kernels import Matern52
 
     M = 100
     rows = []
     for seed in range(seeds):
         ds = gpnum.datasets.load("energy", xp="numpy", seed=seed)
-        X, y = ds.X_train, _add_outliers(ds.y_train, 0.05, seed)
+        X, y = ds.X_train, add_outliers(ds.y_train, 0.05, seed)
         # gpnum: NGD for q + Adam (0.03), everything learned; steps = epochs * 3.
         model = gpnum.SVTP(Matern52(lengthscale=np.ones(X.shape[1])),
                            gpnum.inducing.kmeans(X, M, seed=seed), num_data=X.shape[0],

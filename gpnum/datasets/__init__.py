@@ -20,7 +20,10 @@ cross to the target backend (``GPNUM_BACKEND`` or ``xp=``) once, in the requeste
 from gpnum.datasets._dataset import LIKELIHOODS, RANDOM_FRACTIONS, TASKS, Dataset
 from gpnum.datasets._load import load, load_csv
 from gpnum.datasets._registry import DatasetInfo, available
+from gpnum.datasets._series import load_series
+from gpnum.datasets._subsets import add_outliers, holdout, random_subset
 from gpnum.datasets._stream import NpyBatches
 
-__all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "NpyBatches", "RANDOM_FRACTIONS", "TASKS", "available",
-           "load", "load_csv"]
+__all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "NpyBatches", "RANDOM_FRACTIONS", "TASKS",
+           "add_outliers", "available", "holdout", "load", "load_csv", "load_series",
+           "random_subset"]

@@ -245,6 +245,44 @@ class GVI(ComposedParameters):
         return out
 
     @classmethod
+    def from_svgp(cls, svgp, likelihood, **options):
+        """A GVI whose regulariser ``P`` comes from a trained :class:`gpnum.SVGP`.
+
+        ``P`` takes the SVGP's kernel and inducing points (both held fixed, as GVI holds its
+        regulariser) and its constant mean as ``prior_mean``. With ``mode="posterior"`` the
+        SVGP also gives the responses at ``Z`` (its predictive mean there) and the regulariser's
+        noise (its Gaussian likelihood's variance, floored at 1e-4; 1e-2 for other
+        likelihoods). This is the ``--regulariser-fit svgp`` recipe of ``gpnum fit``.
+
+        Parameters
+        ----------
+        svgp : gpnum.SVGP
+            Trained (``gpnum.fit``) on the data GVI will see.
+        likelihood : gpnum.likelihoods likelihood
+            Q's likelihood, learned by GVI; pass a fresh one (the SVGP's was fitted to the
+            SVGP's own q).
+        **options
+            Any other argument of :class:`GVI` (``divergence``, ``mode``,
+            ``variational_kernel``, ...); ``num_data`` defaults to the SVGP's, and explicit
+            ``inducing_targets``, ``regulariser_noise`` or ``prior_mean`` win over the SVGP's.
+
+        Returns
+        -------
+        GVI
+        """
+        Z = svgp.inducing_points
+        options.setdefault("num_data", svgp.num_data)
+        options.setdefault("prior_mean", float(svgp.mean))
+        if options.get("mode", "prior") == "posterior":
+            if "inducing_targets" not in options:
+                options["inducing_targets"] = svgp.predict_f(Z)[0]
+            if "regulariser_noise" not in options:
+                noise = getattr(svgp.likelihood, "variance", None)
+                options["regulariser_noise"] = max(1e-2 if noise is None else float(noise),
+                                                   1e-4)
+        return cls(svgp.kernel, likelihood, Z, **options)
+
+    @classmethod
     def from_config(cls, kernel, likelihood, params, config, data):
         """Rebuild a model from :meth:`config`, :meth:`data` and :meth:`parameters` values."""
         model = cls(kernel, likelihood, data["inducing_points"], num_data=config["num_data"],

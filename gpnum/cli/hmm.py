@@ -2,11 +2,8 @@
 
 Prints the ELBO and the fitting time, writes ``OUT/hmm.json`` (settings, ELBO history, state
 means, transition matrix, state occupancy) and ``OUT/hmm_states.png``: the series coloured by
-the decoded (Viterbi) state. Wiring into ``gpnum/cli.py``::
-
-    from gpnum.hmm import _cli as hmm_cli
-    hmm_cli.add_parser(sub)                      # in build_parser(), sub = add_subparsers(...)
-    if args.command == "hmm": return hmm_cli.run(args)   # in main()
+the decoded (Viterbi) state. The series comes from :func:`gpnum.datasets.load_series`, the
+model from :class:`gpnum.hmm.GaussianHMM`.
 """
 
 from __future__ import annotations
@@ -17,13 +14,9 @@ import os
 import sys
 import time
 
-from gpnum import _argtypes as argtypes
+from gpnum.cli import _argtypes as argtypes
 
 __all__ = ["add_parser", "run"]
-
-#: The bundled real series: the two demand columns of Elec2 (NSW and Victoria, half-hourly).
-_ELEC_COLUMNS = ("nswdemand", "vicdemand")
-
 
 def _buffer(text):
     if text in ("grow", "none"):
@@ -78,39 +71,6 @@ def add_parser(subparsers):
     run_g.add_argument("--dtype", choices=("float32", "float64"), default=None)
     run_g.add_argument("--out", default="hmm_out", help="output directory (default hmm_out)")
     return p
-
-
-def _read_series(args):
-    """(Y (T, D) float64 NumPy, column names, source label)."""
-    import numpy as np
-
-    from gpnum.datasets._csv import read_table
-
-    if args.csv is None:
-        from importlib.resources import files
-
-        source = files("gpnum.datasets") / "data" / "elec.csv.gz"
-        label = "elec (bundled)"
-        wanted = list(_ELEC_COLUMNS) if args.columns is None else _split_columns(args.columns)
-    else:
-        source = args.csv
-        label = args.csv
-        wanted = None if args.columns is None else _split_columns(args.columns)
-    data, names, has_header = read_table(source)
-    names = list(names)
-    if wanted is None:
-        idx = list(range(data.shape[1]))
-    else:
-        idx = []
-        for w in wanted:
-            if w in names:
-                idx.append(names.index(w))
-            elif w.isdigit() and int(w) < data.shape[1]:
-                idx.append(int(w))
-            else:
-                raise ValueError(f"--columns: no column {w!r} in {label}; its columns are "
-                                 f"{', '.join(names)}")
-    return np.ascontiguousarray(data[:, idx]), [names[i] for i in idx], label
 
 
 def _split_columns(text):
@@ -170,14 +130,16 @@ def _run(args) -> int:
 
     xp = B.namespace()
     dtype = B.default_dtype(xp)
-    Y_raw, names, label = _read_series(args)
-    if Y_raw.shape[0] < 2:
-        raise ValueError(f"{label}: expected a series of at least 2 steps, got {Y_raw.shape[0]}")
-    if not args.no_standardize:
-        sd = Y_raw.std(axis=0)
-        Y_host = (Y_raw - Y_raw.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-    else:
-        Y_host = Y_raw
+    from gpnum.datasets import load_series
+
+    columns = None if args.columns is None else _split_columns(args.columns)
+    try:
+        Y_host, Y_raw, names, label = load_series(args.csv, columns,
+                                                  standardize=not args.no_standardize)
+    except ValueError as exc:
+        # name the option, as every other message of this command does
+        raise ValueError(str(exc).replace("columns: ", "--columns: ", 1)
+                         if str(exc).startswith("columns: ") else str(exc)) from None
     Y = B.asarray(Y_host, dtype=dtype, xp=xp)
     T, D = Y_host.shape
     model = GaussianHMM(args.states, D, covariance=args.covariance, seed=args.seed)
@@ -226,16 +188,3 @@ def _run(args) -> int:
           f"{label}: {args.states}-state Gaussian HMM ({args.method}), decoded states")
     print(f"wrote {os.path.join(args.out, 'hmm.json')} and {figure}")
     return 0
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (``python -m gpnum.hmm._cli ...``) until the subcommand is wired."""
-    parser = argparse.ArgumentParser(prog="gpnum")
-    sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
-    args = parser.parse_args(["hmm"] + list(sys.argv[1:] if argv is None else argv))
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
