@@ -86,7 +86,13 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
     if kind == "svtp" and (whitening != "cholesky" or args.ngd_method != "dense"):
         raise CLIError("--model svtp has Cholesky whitening and its own natural gradient: "
                        "drop --whitening ciq / --ngd-method krylov")
-    if num_inducing > X.shape[0]:
+    if kind in ("gpr", "sgpr"):
+        if whitening != "cholesky":
+            raise CLIError(f"--model {kind} has no whitening: drop --whitening {whitening}")
+        if lik_name != "gaussian":
+            raise CLIError(f"--model {kind} is a Gaussian-likelihood model; {lik_name!r} "
+                           "needs --model svgp")
+    if kind != "gpr" and num_inducing > X.shape[0]:
         raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
     if getattr(args, "objective", "svgp") != "svgp":
         return _make_gvi(args, X, y, lik_name, num_inducing, xp, dtype), lik_name
@@ -190,7 +196,8 @@ def train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, model
                          ngd_method=args.ngd_method, lr_schedule=sched,
                          X_val=ds.X_val if has_val else None,
                          y_val=ds.y_val if has_val else None, progress=progress,
-                         seed=args.seed, resume=resume, callbacks=callbacks)
+                         seed=args.seed, resume=resume, callbacks=callbacks,
+                         maxiter=getattr(args, "maxiter", 1000))
     train_time = time.perf_counter() - t1
     extra = {}
     if is_gvi and X_tv is not None:

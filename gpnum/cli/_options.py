@@ -6,14 +6,15 @@ import argparse
 
 from gpnum.cli import _argtypes as argtypes
 
-__all__ = ["CLIError", "Parser", "add_training_args", "LIKELIHOODS", "KERNELS", "OBJECTIVES",
-           "COMPARE_MODELS"]
+__all__ = ["CLIError", "Parser", "add_training_args", "resolve_optimizer", "LIKELIHOODS",
+           "KERNELS", "OBJECTIVES", "COMPARE_MODELS", "FULL_BATCH_MODELS"]
 
 LIKELIHOODS = ("auto", "gaussian", "studentt", "bernoulli")
 KERNELS = ("matern52", "matern32", "matern12", "rbf")
 OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-hellinger",
               "pgvi-kl", "pgvi-renyi")
 COMPARE_MODELS = ("svgp", "svgp-studentt", "svtp")
+FULL_BATCH_MODELS = ("gpr", "sgpr")
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,9 +64,13 @@ def add_training_args(p, *, compare=False):
                            help="inducing-point counts to compare (default: 250,500,1000)")
     _add_gvi_args(p, compare)
     train = p.add_argument_group("training")
-    train.add_argument("--optimizer", choices=("ngd", "adam"), default="ngd",
+    train.add_argument("--optimizer", choices=("ngd", "adam", "lbfgs"), default=None,
                        help="'ngd': natural gradients for q alternating with Adam for the rest; "
-                            "'adam': Adam on everything (default: %(default)s)")
+                            "'adam': Adam on everything; 'lbfgs': L-BFGS-B on all the data, "
+                            "for --model gpr and sgpr (default: ngd; lbfgs for gpr and sgpr)")
+    train.add_argument("--maxiter", type=argtypes.positive_int, default=1000,
+                       help="L-BFGS-B iterations at most (--optimizer lbfgs) "
+                            "(default: %(default)s)")
     train.add_argument("--ngd-method", choices=("dense", "krylov"), default="dense",
                        help="natural-gradient algebra: 'dense' (one O(m^3) Cholesky per step) or "
                             "'krylov' (PCG solves only, O(J m^2 b); pays off only for very "
@@ -121,9 +126,12 @@ def _add_svtp_args(model, data, compare):
                                 f"{','.join(COMPARE_MODELS)} (Cholesky whitening, each "
                                 "--num-inducing)")
     else:
-        model.add_argument("--model", choices=("svgp", "svtp"), default="svgp",
-                           help="'svgp' (sparse variational GP, --likelihood) or 'svtp' "
-                                "(sparse variational Student-t process, seed 002) "
+        model.add_argument("--model", choices=("svgp", "svtp", "gpr", "sgpr"), default="svgp",
+                           help="'svgp' (sparse variational GP, --likelihood), 'svtp' "
+                                "(sparse variational Student-t process, seed 002), 'gpr' (the "
+                                "exact GP: O(n^3), use --max-train beyond a few thousand points) "
+                                "or 'sgpr' (Titsias' collapsed bound, O(n m^2)); gpr and sgpr "
+                                "are Gaussian-likelihood models trained on all the data at once "
                                 "(default: %(default)s)")
     model.add_argument("--kl", choices=("mc", "upper-bound"), default="mc",
                        help="SVTP's KL: Monte Carlo or its Jensen upper bound "
@@ -176,3 +184,17 @@ def _add_gvi_args(p, compare):
     g.add_argument("--temper", action="store_true",
                    help="learn the predictive-variance scale on the validation set (10%% of "
                         "the training set is held out for it when the split has none)")
+
+
+def resolve_optimizer(args):
+    """Fill in ``--optimizer``'s default for the model, and refuse pairs that cannot train."""
+    full_batch = getattr(args, "model", "svgp") in FULL_BATCH_MODELS
+    if args.optimizer is None:
+        args.optimizer = "lbfgs" if full_batch else "ngd"
+    elif full_batch and args.optimizer == "ngd":
+        raise CLIError(f"--optimizer ngd: --model {args.model} has no variational distribution "
+                       "to take natural gradients of; use lbfgs (its default) or adam")
+    elif not full_batch and args.optimizer == "lbfgs":
+        raise CLIError(f"--optimizer lbfgs trains the full-batch models (--model gpr or sgpr); "
+                       f"--model {getattr(args, 'model', 'svgp')} trains on minibatches: use "
+                       "ngd or adam")

@@ -7,7 +7,7 @@ import os
 
 from gpnum.cli import _common as common
 from gpnum.cli import figures
-from gpnum.cli._options import OBJECTIVES, CLIError, add_training_args
+from gpnum.cli._options import OBJECTIVES, CLIError, add_training_args, resolve_optimizer
 
 __all__ = ["add_parser", "run"]
 
@@ -22,6 +22,7 @@ def add_parser(sub):
 
 
 def run(args):
+    resolve_optimizer(args)
     xp, dtype = common.select_backend(args)
     common.prepare_out(args.out)
     ds, X, y = common.load_data(args, xp, dtype)

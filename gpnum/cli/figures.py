@@ -8,8 +8,11 @@ import os
 __all__ = ["elbo_figure", "plot_elbo", "plot_precip_map", "plot_objectives", "plot_compare"]
 
 
-def elbo_figure(hist, title):
+def elbo_figure(hist, title, ylabel=None):
     """The training curve: the whole run on a symmetric-log axis, and its second half zoomed.
+
+    ``ylabel`` names the objective (default: the minibatch ELBO; GPR's is its log marginal
+    likelihood).
 
     Early minibatch ELBOs are orders of magnitude below the final ones; a linear axis either
     flattens the tail or cuts the start off. The left panel shows every step (nothing clipped);
@@ -48,7 +51,7 @@ def elbo_figure(hist, title):
                                                    else f"{x:.3g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training time (s)")
-    ax.set_ylabel("minibatch ELBO (whole-data scale)")
+    ax.set_ylabel(ylabel or "minibatch ELBO (whole-data scale)")
     ax.set_title("whole run (symmetric-log axis)", fontsize=9)
     half = len(v) // 2
     zoom.plot(t[half:], v[half:], lw=0.8, color="C1")
@@ -59,10 +62,10 @@ def elbo_figure(hist, title):
     return fig
 
 
-def plot_elbo(path, hist, title):
+def plot_elbo(path, hist, title, ylabel=None):
     import matplotlib.pyplot as plt
 
-    fig = elbo_figure(hist, title)
+    fig = elbo_figure(hist, title, ylabel)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -8,7 +8,7 @@ import time
 
 from gpnum.cli import _common as common
 from gpnum.cli import figures
-from gpnum.cli._options import CLIError, add_training_args
+from gpnum.cli._options import FULL_BATCH_MODELS, CLIError, add_training_args, resolve_optimizer
 
 __all__ = ["add_parser", "run"]
 
@@ -45,9 +45,13 @@ def _resume_model(args, X, dtype, xp):
         raise CLIError(f"--resume {args.resume}: the checkpoint is in "
                        f"{'float32' if model.dtype == xp.float32 else 'float64'}; pass the same "
                        "--dtype")
-    if model.num_data != X.shape[0] or model.inducing_points.shape[1] != X.shape[1]:
+    if getattr(model, "full_batch", False):
+        n_model, d_model = model.data()["X"].shape
+    else:
+        n_model, d_model = model.num_data, model.inducing_points.shape[1]
+    if n_model != X.shape[0] or d_model != X.shape[1]:
         raise CLIError(f"--resume {args.resume}: the checkpoint was trained on "
-                       f"{model.num_data} points with {model.inducing_points.shape[1]} inputs, "
+                       f"{n_model} points with {d_model} inputs, "
                        f"this data has {X.shape[0]} with {X.shape[1]}; pass the same data options "
                        "(--dataset/--csv, --split, --seed, --max-train)")
     if state.epoch > args.epochs:
@@ -60,13 +64,15 @@ def _model_name(args, model):
     import gpnum
 
     if model is not None:
-        return "svtp" if isinstance(model, gpnum.SVTP) else "svgp"
+        return type(model).__name__.lower() if isinstance(model, (gpnum.SVTP, gpnum.GPR,
+                                                                  gpnum.SGPR)) else "svgp"
     return args.model
 
 
 def run(args):
     import gpnum
 
+    resolve_optimizer(args)
     xp, dtype = common.select_backend(args)
     common.prepare_out(args.out)
     if args.save is not None:
@@ -74,10 +80,21 @@ def run(args):
     ds, X, y = common.load_data(args, xp, dtype)
     model = _resume_model(args, X, dtype, xp) if args.resume is not None else None
     name = os.path.basename(args.csv) if args.csv else args.dataset
-    m = args.num_inducing if model is None else model.num_inducing
-    whitening = args.whitening if model is None else getattr(model, "whitening", "cholesky")
+    kind = _model_name(args, model)
+    if kind == "gpr":
+        m = "n/a"  # the exact GP has no inducing points
+    else:
+        m = args.num_inducing if model is None else model.num_inducing
+    if kind in FULL_BATCH_MODELS:
+        whitening = "n/a"
+    else:
+        whitening = args.whitening if model is None else getattr(model, "whitening", "cholesky")
+    if kind == "gpr" and X.shape[0] > 10000:
+        print(f"note: the exact GP costs O(n^3) = O({X.shape[0]}^3) per L-BFGS iteration and "
+              f"{8e-9 * X.shape[0] ** 2:.1f} GB per n x n matrix; --max-train N or --model sgpr "
+              "train faster", flush=True)
     print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
-          f"n_test={ds.X_test.shape[0]}), model={_model_name(args, model)}, m={m}, "
+          f"n_test={ds.X_test.shape[0]}), model={kind}, m={m}, "
           f"whitening={whitening}, objective={args.objective}, "
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
@@ -92,7 +109,7 @@ def run(args):
 
         callbacks = (save_every_epoch,)
     t0 = time.perf_counter()
-    model, lik_name, hist, res = common.train(args, ds, X, y, m, whitening, xp, dtype,
+    model, lik_name, hist, res = common.train(args, ds, X, y, m, args.whitening, xp, dtype,
                                               not args.no_progress, model=model,
                                               callbacks=callbacks)
     wall = time.perf_counter() - t0
@@ -120,8 +137,12 @@ def run(args):
         json.dump(out, f, indent=2)
     written = ["metrics.json"]
     if common.have_matplotlib():
-        figures.plot_elbo(os.path.join(args.out, "elbo.png"), hist,
-                          f"{name}: m={m}, {whitening} whitening")
+        title = (f"{name}: m={m}, {whitening} whitening" if kind not in FULL_BATCH_MODELS
+                 else f"{name}: {kind.upper()}" + (f", m={m}" if kind == "sgpr" else ""))
+        figures.plot_elbo(os.path.join(args.out, "elbo.png"), hist, title,
+                          ylabel=None if kind not in FULL_BATCH_MODELS else
+                          {"gpr": "log marginal likelihood",
+                           "sgpr": "collapsed bound (Titsias)"}[kind])
         written.append("elbo.png")
         if name == "precip":
             figures.plot_precip_map(os.path.join(args.out, "precip_map.png"), model, ds)
