@@ -1,0 +1,154 @@
+"""The sweep behind the default training recipe (issue 36): every bundled data set, several of
+its splits, a grid of settings; the test metrics after every epoch.
+
+Each run trains the model ``gpnum fit`` builds (ARD Matern-5/2 SVGP, m = 500 inducing points by
+k-means, the data set's own likelihood, Cholesky whitening, natural gradients for q and Adam for
+the hyper-parameters, minibatches of 256) and records, after each epoch, the test RMSE (accuracy
+for elec) and NLL and the validation NLL. A setting is ``lr,gamma,schedule``: ``schedule`` is
+``const``, ``decayE1-E2`` (Adam's rate x0.1 at those epochs) or ``plateauP`` (x0.3 after P epochs
+without a lower validation NLL, see :class:`gpnum.optim.PlateauDecay`).
+
+Usage (one JSON line per run appended to OUT; runs already in OUT are skipped, so the sweep can
+be split across processes or resumed)::
+
+    OPENBLAS_NUM_THREADS=1 python asv_benchmarks/scripts/recipe_sweep.py OUT.jsonl \
+        --settings 0.03,0.1,const 0.01,0.1,const --epochs 30 [--shard 0/2]
+    python asv_benchmarks/scripts/recipe_sweep.py OUT.jsonl --report [--epochs-at 20]
+
+The splits: energy, elevators and bike fixed masks 0, 1, 2 (90/10 train/test; 10% of the
+training rows held out as the validation set, the same for every setting), elec and precip
+random 75/10/15 splits with seeds 0 and 1 (their own validation part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+RUNS = ([(name, split, 0) for name in ("energy", "elevators", "bike") for split in (0, 1, 2)]
+        + [(name, "random", seed) for name in ("elec", "precip") for seed in (0, 1)])
+
+
+def _schedule(spec, lr, epochs):
+    import gpnum
+
+    if spec == "const":
+        return None
+    if spec.startswith("decay"):
+        marks = [int(e) for e in spec[len("decay"):].split("-")]
+        return gpnum.optim.step_decay(lr, marks)
+    if spec.startswith("plateau"):
+        return gpnum.optim.PlateauDecay(lr, patience=int(spec[len("plateau"):]))
+    raise ValueError(f"unknown schedule {spec!r}")
+
+
+def run_one(name, split, seed, setting, epochs, m):
+    import numpy as np
+
+    import gpnum
+
+    lr, gamma, sched_spec = setting.split(",")
+    lr, gamma = float(lr), float(gamma)
+    ds = gpnum.datasets.load(name, split=split, seed=seed)
+    X, y = ds.X_train, ds.y_train
+    if ds.X_val.shape[0] > 0:
+        X_val, y_val = ds.X_val, ds.y_val
+    else:
+        X, y, X_val, y_val = gpnum.datasets.holdout(X, y, 0.1, seed=seed + 1)
+    model = gpnum.models.build_model(X, kernel="matern52", likelihood=ds.likelihood,
+                                     num_inducing=min(m, X.shape[0]), seed=seed)
+    test = []
+
+    def record(model, history, epoch):
+        test.append(gpnum.optim.evaluate(model, ds.X_test, ds.y_test))
+        return False
+
+    sched = _schedule(sched_spec, lr, epochs)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hist = gpnum.fit(model, X, y, epochs=epochs, batch_size=256, lr=lr, gamma=gamma,
+                         lr_schedule=sched, X_val=X_val, y_val=y_val, callbacks=(record,),
+                         progress=False, seed=seed)
+    return {"dataset": name, "split": split, "seed": seed, "setting": setting,
+            "epochs": epochs, "m": m, "test": test, "val": hist.val,
+            "stopped": hist.stopped, "train_time_s": time.perf_counter() - t0,
+            "lr_final": float(sched(epochs - 1)) if sched is not None else lr,
+            "np": np.__version__}
+
+
+def _key(r):
+    return (r["dataset"], str(r["split"]), r["seed"], r["setting"], r["epochs"], r["m"])
+
+
+def sweep(args):
+    done = set()
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            done = {_key(json.loads(line)) for line in f if line.strip()}
+    jobs = [(n, s, sd, st) for st in args.settings for (n, s, sd) in RUNS]
+    k, K = (int(v) for v in args.shard.split("/"))
+    for i, (name, split, seed, setting) in enumerate(jobs):
+        if i % K != k or (name, str(split), seed, setting, args.epochs, args.m) in done:
+            continue
+        r = run_one(name, split, seed, setting, args.epochs, args.m)
+        with open(args.out, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        last = r["test"][-1] if r["test"] else {}
+        print(f"{name} {split}/{seed} {setting}: {last} ({r['train_time_s']:.0f} s)", flush=True)
+
+
+def report(args):
+    """Per data set, each setting's mean test metric and NLL at the chosen epoch, and each
+    setting's worst gap to the best setting over the data sets (the selection criterion)."""
+    rows = [json.loads(line) for line in open(args.out) if line.strip()]
+    by = {}
+    for r in rows:
+        if len(r["test"]) < args.epochs_at:
+            continue
+        t = r["test"][args.epochs_at - 1]
+        metric = t.get("rmse", None)
+        metric = metric if metric is not None else -t["accuracy"]
+        by.setdefault((r["dataset"], r["setting"]), []).append((metric, t["nll"]))
+    datasets = sorted({d for d, _ in by})
+    settings = sorted({s for _, s in by})
+    mean = {k: (sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v), len(v))
+            for k, v in by.items()}
+    print(f"test metrics after epoch {args.epochs_at} (mean over splits; elec: accuracy)")
+    print("| setting | " + " | ".join(datasets) + " | worst RMSE gap | worst NLL gap |")
+    print("|---|" + "---|" * (len(datasets) + 2))
+    best = {d: (min(mean[(d, s)][0] for s in settings if (d, s) in mean),
+                min(mean[(d, s)][1] for s in settings if (d, s) in mean)) for d in datasets}
+    for s in settings:
+        cells, gap_m, gap_n = [], 0.0, 0.0
+        for d in datasets:
+            if (d, s) not in mean:
+                cells.append("-")
+                gap_m = gap_n = float("nan")
+                continue
+            a, b, cnt = mean[(d, s)]
+            cells.append(f"{abs(a):.4f} / {b:.4f} ({cnt})")
+            gap_m = max(gap_m, (a - best[d][0]) / abs(best[d][0]))
+            gap_n = max(gap_n, b - best[d][1])
+        print(f"| {s} | " + " | ".join(cells) + f" | {100 * gap_m:.2f}% | {gap_n:.4f} |")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out")
+    p.add_argument("--settings", nargs="*", default=["0.03,0.1,const"])
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--m", type=int, default=500)
+    p.add_argument("--shard", default="0/1")
+    p.add_argument("--report", action="store_true")
+    p.add_argument("--epochs-at", type=int, default=20)
+    args = p.parse_args(argv)
+    return report(args) if args.report else sweep(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
