@@ -184,6 +184,7 @@ def save(model, path) -> None:
         config["training"] = {
             "epoch": state.epoch, "step": state.step, "rng_state": state.rng_state,
             "seed": state.seed, "fixed": list(state.fixed),
+            "schedule": getattr(state, "schedule", None),
             "adam": {k: v for k, v in adam.items() if not isinstance(v, np.ndarray)},
             "ngd": None if state.ngd is None else {
                 "gamma": state.ngd.gamma if not callable(state.ngd.gamma) else None,
@@ -283,7 +284,8 @@ def load(path, *, xp=None, device=None):
                         B.asarray(files["ngd/P"], dtype=dtype, xp=xp, device=device))
             model.training_state = TrainingState(
                 epoch=training["epoch"], step=training["step"], rng_state=training["rng_state"],
-                adam=adam, ngd=ngd, seed=training["seed"], fixed=tuple(training["fixed"]))
+                adam=adam, ngd=ngd, seed=training["seed"], fixed=tuple(training["fixed"]),
+                schedule=training.get("schedule"))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: checkpoint does not match its configuration ({exc!r})") from exc
     return model

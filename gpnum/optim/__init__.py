@@ -4,8 +4,8 @@ from gpnum.optim._adam import Adam
 from gpnum.optim._fit import History, TrainingState, evaluate, fit
 from gpnum.optim._gvi_recipe import gvi_by_selection
 from gpnum.optim._ngd import NaturalGradient, natural_statistics
-from gpnum.optim._schedules import constant, step_decay, warmup
+from gpnum.optim._schedules import PlateauDecay, constant, step_decay, warmup
 from gpnum.optim._select import InducingSelection, select_inducing
 
-__all__ = ["Adam", "History", "InducingSelection", "NaturalGradient", "TrainingState", "constant",
+__all__ = ["Adam", "History", "InducingSelection", "NaturalGradient", "PlateauDecay", "TrainingState", "constant",
            "evaluate", "fit", "gvi_by_selection", "natural_statistics", "select_inducing", "step_decay", "warmup"]

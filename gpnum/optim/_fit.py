@@ -73,6 +73,7 @@ class TrainingState:
     good: dict | None = field(default=None, repr=False)
     last_error: str | None = None
     fixed: tuple = ()
+    schedule: dict | None = None  # an adaptive lr_schedule's state (PlateauDecay.state_dict)
 
 
 def _as_batches(X, y, batch_size, rng):
@@ -251,6 +252,15 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
         rng0 = B.default_rng(seed)
         state = TrainingState(epoch=0, step=0, rng_state=rng0.get_state(), adam=Adam(lr=lr),
                               ngd=ngd, seed=int(seed), fixed=fixed)
+    if hasattr(lr_schedule, "observe"):
+        # An adaptive schedule (PlateauDecay) decides from the validation metrics.
+        if X_val is None or y_val is None:
+            raise ValueError(f"lr_schedule={lr_schedule!r} adapts to the validation metrics: "
+                             "pass X_val and y_val")
+        if resume and state.schedule is not None:
+            lr_schedule.load_state_dict(state.schedule)
+        elif not resume:
+            lr_schedule.reset()
     if state.ngd is None and hasattr(model, "to_cholesky"):
         model.to_cholesky()  # Adam works on q_mu, q_sqrt
     model.training_state = state
@@ -310,6 +320,9 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             history.epoch_elbo.append(sum(elbos) / max(len(elbos), 1))
             if X_val is not None and y_val is not None:
                 history.val.append(evaluate(model, X_val, y_val))
+                if hasattr(lr_schedule, "observe"):
+                    lr_schedule.observe(history.val[-1])
+                    state.schedule = lr_schedule.state_dict()
             bar.epoch_done(epoch, history, time.perf_counter() - t_start)
             if any(cb(model, history, epoch) for cb in callbacks):
                 history.stopped = f"stopped by a callback after epoch {epoch + 1}"

@@ -1,6 +1,8 @@
 """Step-size schedules: callables mapping an epoch (or step) index ``t = 0, 1, ...`` to a value.
 
-They hold no state, so a resumed run gets the same value from the same index. Typical use::
+The fixed schedules hold no state, so a resumed run gets the same value from the same index.
+:class:`PlateauDecay` adapts to the validation metrics :func:`gpnum.fit` records; its few
+numbers of state travel in the training state (and so in checkpoints). Typical use::
 
     lr = step_decay(0.01, milestones=[1, 5, 10, 15])      # seed 000: 10x decay at these epochs
     gamma = warmup(0.1, num_steps=20)                     # natural-gradient step size
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from gpnum.errors import check_int, check_positive
 
-__all__ = ["Constant", "StepDecay", "Warmup", "constant", "step_decay", "warmup"]
+__all__ = ["Constant", "PlateauDecay", "StepDecay", "Warmup", "constant", "step_decay", "warmup"]
 
 
 def _index(t, name="t") -> int:
@@ -137,3 +139,89 @@ def warmup(value, num_steps, start=None) -> Warmup:
         (0 would waste it).
     """
     return Warmup(value, num_steps, start)
+
+
+class PlateauDecay:
+    """Adam's learning rate, cut by ``factor`` after ``patience`` epochs without a better
+    validation score; a schedule that adapts to the data.
+
+    :func:`gpnum.fit` reads the rate for each epoch by calling the schedule with the epoch
+    index, and after each epoch shows it that epoch's validation metrics (``X_val``, ``y_val``
+    are required) through :meth:`observe`. The score is the validation NLL (``metric="nll"``);
+    "better" means lower than the best so far by more than ``min_delta`` nats. Once the rate has
+    been cut ``max_decays`` times it stays.
+
+    Parameters
+    ----------
+    value : float
+        The initial rate, > 0.
+    factor : float in (0, 1)
+        Multiplier at each cut.
+    patience : int >= 1
+        Epochs without improvement before a cut.
+    min_delta : float >= 0
+        Improvement that counts.
+    max_decays : int >= 0
+        Cuts at most.
+    metric : str
+        Key of the validation metrics to minimise (``"nll"``, or ``"rmse"``).
+
+    Notes
+    -----
+    The state (best score, epochs since it, cuts so far) is a dict of numbers
+    (:meth:`state_dict`), kept in ``model.training_state.schedule`` so that a resumed run cuts
+    where an uninterrupted one does.
+    """
+
+    def __init__(self, value, *, factor=0.3, patience=1, min_delta=0.0, max_decays=3,
+                 metric="nll"):
+        self.value = check_positive(value, "value")
+        factor = check_positive(factor, "factor")
+        if not factor < 1.0:
+            raise ValueError(f"factor: expected a number in (0, 1), got {factor!r}")
+        self.factor = factor
+        self.patience = check_int(patience, "patience", minimum=1)
+        self.min_delta = check_positive(min_delta, "min_delta", allow_zero=True)
+        self.max_decays = check_int(max_decays, "max_decays")
+        if not isinstance(metric, str):
+            raise TypeError(f"metric: expected a metric name such as 'nll', got {metric!r}")
+        self.metric = metric
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was observed (:func:`gpnum.fit` calls it at the start of a new run)."""
+        self.best = None
+        self.bad_epochs = 0
+        self.num_decays = 0
+
+    def __call__(self, t) -> float:
+        _index(t)
+        return self.value * self.factor**self.num_decays
+
+    def observe(self, metrics) -> None:
+        """Take one epoch's validation metrics (a dict with ``metric``) into account."""
+        try:
+            score = float(metrics[self.metric])
+        except (KeyError, TypeError):
+            raise ValueError(f"PlateauDecay: the validation metrics {metrics!r} have no "
+                             f"{self.metric!r}") from None
+        if self.best is None or score < self.best - self.min_delta:
+            self.best, self.bad_epochs = score, 0
+            return
+        self.bad_epochs += 1  # a NaN score counts as no improvement
+        if self.bad_epochs >= self.patience and self.num_decays < self.max_decays:
+            self.num_decays += 1
+            self.bad_epochs = 0
+
+    def state_dict(self) -> dict:
+        return {"best": self.best, "bad_epochs": self.bad_epochs, "num_decays": self.num_decays}
+
+    def load_state_dict(self, state) -> None:
+        self.best = None if state.get("best") is None else float(state["best"])
+        self.bad_epochs = int(state["bad_epochs"])
+        self.num_decays = int(state["num_decays"])
+
+    def __repr__(self):
+        return (f"PlateauDecay({self.value!r}, factor={self.factor!r}, "
+                f"patience={self.patience}, min_delta={self.min_delta!r}, "
+                f"max_decays={self.max_decays}, metric={self.metric!r})")
