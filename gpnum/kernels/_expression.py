@@ -129,7 +129,11 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
         return toks[pos[0]] if pos[0] < len(toks) else None
 
     def where(tok):
-        return "the end" if tok is None else f"{tok[1]!r} at position {tok[2]}"
+        if tok is None:
+            return "the end"
+        if tok[0] == "bad":
+            fail(f"unexpected character {tok[1]!r} at position {tok[2]}")
+        return f"{tok[1]!r} at position {tok[2]}"
 
     def parse_expression():
         parts = [parse_term()]
@@ -162,8 +166,6 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
                 fail(f"expected ')' to close the '(' at position {tok[2]}, got {where(close)}")
             pos[0] += 1
             return inner
-        if tok is not None and tok[0] == "bad":
-            fail(f"unexpected character {tok[1]!r} at position {tok[2]}")
         fail(f"expected a kernel name or '(', got {where(tok)}")
 
     if not toks:
