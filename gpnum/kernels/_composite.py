@@ -65,6 +65,18 @@ class Sum(_Composite):
                 g2 = b if g2 is None else g2 + b
         return params, g1, g2
 
+    def _gram_and_vjp(self, X1, X2):
+        # the parts' own shared forward/backward passes (no recomputation in the backward)
+        pairs = [k._sel_gram_and_vjp(X1, X2) for k in self.kernels]
+        K = pairs[0][0]
+        for Ki, _ in pairs[1:]:
+            K = K + Ki
+
+        def inner(G):
+            return _collect([vjp(G) for _, vjp in pairs])
+
+        return K, inner
+
     def _diag_vjp(self, g, X):
         params, gX = {}, None
         for i, k in enumerate(self.kernels):
@@ -72,6 +84,17 @@ class Sum(_Composite):
             params.update(self._prefixed(i, p))
             gX = a if gX is None else gX + a
         return params, gX
+
+
+def _collect(results):
+    """Sum the parts' ``(params, g1, g2)`` into the parent's, prefixing parameter names."""
+    params, g1, g2 = {}, None, None
+    for i, (p, a, b) in enumerate(results):
+        params.update({f"{i}.{n}": v for n, v in p.items()})
+        g1 = a if g1 is None else g1 + a
+        if b is not None:
+            g2 = b if g2 is None else g2 + b
+    return params, g1, g2
 
 
 def _product_except(values, skip):
@@ -118,6 +141,19 @@ class Product(_Composite):
             if b is not None:
                 g2 = b if g2 is None else g2 + b
         return params, g1, g2
+
+    def _gram_and_vjp(self, X1, X2):
+        pairs = [k._sel_gram_and_vjp(X1, X2) for k in self.kernels]
+        grams = [Ki for Ki, _ in pairs]
+        K = grams[0]
+        for Ki in grams[1:]:
+            K = K * Ki
+
+        def inner(G):
+            return _collect([vjp(G * _product_except(grams, i))
+                             for i, (_, vjp) in enumerate(pairs)])
+
+        return K, inner
 
     def _diag_vjp(self, g, X):
         diags = [k._sel_diag(X) for k in self.kernels]

@@ -120,15 +120,23 @@ class Periodic(ParentKernel):
     def _diag(self, X):
         return self.base._diag(X)
 
-    def _gram_vjp(self, G, X1, X2):
-        xp = get_namespace(X1)
+    def _gram_and_vjp(self, X1, X2):
         base = self.base
-        ell, per, var = base.lengthscale, self.period, base.variance
         taus, sines, r2s = self._sines(X1, X2)
         r2 = r2s[0]
         for extra in r2s[1:]:
             r2 = r2 + extra
         h, slope = base._profile_and_slope(r2)
+        K = base.variance * h
+        return K, lambda G: self._backward(G, X2 is None, taus, sines, r2s, r2, h, slope)
+
+    def _gram_vjp(self, G, X1, X2):
+        return self._gram_and_vjp(X1, X2)[1](G)
+
+    def _backward(self, G, same, taus, sines, r2s, r2, h, slope):
+        xp = get_namespace(G)
+        base = self.base
+        ell, per, var = base.lengthscale, self.period, base.variance
         W = G * slope
         W *= var  # cotangent of r^2
         g_ell, g_per, g1, g2 = [], [], [], []
@@ -148,7 +156,7 @@ class Periodic(ParentKernel):
         own.update(base._extra_grads(G, r2, h))  # e.g. RationalQuadratic's alpha
         params = {"period": _reduce(g_per, per)}
         params.update({f"base.{n}": own[n] for n in base._param_names})
-        if X2 is None:
+        if same:
             return params, gX1 + gX2, None
         return params, gX1, gX2
 
