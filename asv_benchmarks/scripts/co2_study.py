@@ -157,8 +157,12 @@ def main():
         model_f = new_model(s)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            hist = gpnum.fit(model_f, optimizer="lbfgs", fixed=GPNUM_FIXED, maxiter=1000,
-                             progress=False)
+            try:
+                hist = gpnum.fit(model_f, optimizer="lbfgs", fixed=GPNUM_FIXED, maxiter=1000,
+                                 progress=False)
+            except ValueError as exc:  # a trial point refused (being fixed in gpnum/optim)
+                fit_runs.append((float("nan"), None, [f"failed: {exc}"]))
+                continue
         fit_runs.append((float(model_f.log_marginal_likelihood()), len(hist.step_elbo),
                          sorted({str(w.message) for w in caught})))
     fit_time = time.perf_counter() - t0
@@ -202,7 +206,8 @@ def main():
                   "evaluations": [r[3] for r in gp_runs],
                   "messages": [r[4] for r in gp_runs],
                   "theta": gpnum_theta(model.kernel)},
-        "gpnum_fit_softplus": {"best_lml": max(r[0] for r in fit_runs),
+        "gpnum_fit_softplus": {"best_lml": max((r[0] for r in fit_runs if r[0] == r[0]),
+                                               default=float("nan")),
                                "lml_per_start": [r[0] for r in fit_runs],
                                "fit_seconds_all_starts": fit_time,
                                "lbfgs_iterations": [r[1] for r in fit_runs],
