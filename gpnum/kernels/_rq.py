@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from gpnum.backend import get_namespace
-from gpnum.kernels._base import Kernel
 from gpnum.kernels._distance import sqdist
 from gpnum.kernels._stationary import Stationary
 
@@ -65,26 +64,30 @@ class RationalQuadratic(Stationary):
         # d h / d alpha = h (r^2 / (2 alpha u) - log u)
         return {"alpha": self.variance * xp.sum((G * h) * (r2 / (2.0 * alpha * u) - xp.log(u)))}
 
-    # the alpha gradient needs r^2 and G: recompute rather than share the forward pass
-    _gram_and_vjp = Kernel._gram_and_vjp
-
-    def _gram_vjp(self, G, X1, X2):
+    def _gram_and_vjp(self, X1, X2):
         xp = get_namespace(X1)
-        alpha = self.alpha
+        alpha, var = self.alpha, self.variance
         A, B = self._scaled(X1, X2)
         r2 = sqdist(A, B)
         u = 1.0 + r2 * (0.5 / alpha)
         log_u = xp.log(u)
         h = xp.exp(-alpha * log_u)
-        Gh = G * h
-        g_var = xp.sum(Gh)
-        # d h / d alpha = h (r^2 / (2 alpha u) - log u)
-        g_alpha = self.variance * xp.sum(Gh * (r2 / (2.0 * alpha * u) - log_u))
-        W = Gh / u
-        W *= -0.5 * self.variance
-        params, gA, gB = self._grads_from_r2_cotangent(W, A, B, r2, g_var)
-        params = {"lengthscale": params["lengthscale"], "alpha": g_alpha, "variance": g_var}
-        return params, gA, gB
+
+        def inner(G):
+            Gh = G * h
+            g_var = xp.sum(Gh)
+            # d h / d alpha = h (r^2 / (2 alpha u) - log u)
+            g_alpha = var * xp.sum(Gh * (r2 / (2.0 * alpha * u) - log_u))
+            W = Gh / u
+            W *= -0.5 * var  # cotangent of r^2: G var dh/dr^2, dh/dr^2 = -h / (2 u)
+            params, gA, gB = self._grads_from_r2_cotangent(W, A, B, r2, g_var)
+            return ({"lengthscale": params["lengthscale"], "alpha": g_alpha, "variance": g_var},
+                    gA, gB)
+
+        return var * h, inner
+
+    def _gram_vjp(self, G, X1, X2):
+        return self._gram_and_vjp(X1, X2)[1](G)
 
     def _diag_vjp(self, g, X):
         xp = get_namespace(X)
