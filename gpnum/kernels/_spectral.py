@@ -38,7 +38,9 @@ class SpectralMixture(Kernel):
     active_dims, xp, dtype, device : optional
         As for :class:`gpnum.kernels.RBF`.
 
-    See :meth:`from_data` for an initialisation from the data's empirical spectrum.
+    Notes
+    -----
+    :meth:`from_data` initialises the components from the data's empirical spectrum.
     """
 
     _param_names = ("mixture_weights", "mixture_means", "mixture_scales")
