@@ -31,21 +31,34 @@ FORMAT_VERSION = 2
 _SKIP_INIT = {"xp", "dtype", "device", "self"}
 
 
+def _setting(value):
+    """A constructor setting as JSON (numbers, strings, None, lists of them), else None."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return True, value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str))
+                                               for v in value):
+        return True, list(value)  # e.g. a kernel's active_dims
+    return False, None
+
+
 def _spec(obj):
     """JSON-able description of a kernel or likelihood: class, settings, children."""
     cls = type(obj)
     spec = {"module": cls.__module__.split("._")[0], "class": cls.__name__}
-    children = getattr(obj, "kernels", None)
-    if children is not None and cls.__name__ in ("Sum", "Product"):
-        spec["children"] = [_spec(k) for k in children]
-        return spec
+    children = obj._children() if hasattr(obj, "_children") else []
+    if children:
+        # Sum / Product / Periodic / ChangePoints: child kernels, prefixed in parameter names
+        spec["children"] = [_spec(k) for _, k in children]
+        prefixes = [p for p, _ in children]
+        if prefixes != [str(i) for i in range(len(children))]:
+            spec["child_prefixes"] = prefixes
     params = set(obj.parameters())
     settings = {}
     for name in inspect.signature(cls.__init__).parameters:
         if name in _SKIP_INIT or name in params or not hasattr(obj, name):
             continue
-        value = getattr(obj, name)
-        if isinstance(value, (bool, int, float, str)) or value is None:
+        ok, value = _setting(getattr(obj, name))
+        if ok:
             settings[name] = value
     spec["settings"] = settings
     return spec
@@ -87,22 +100,32 @@ def _build(spec, params, xp, dtype, device):
     if cls is None:
         raise ValueError(f"checkpoint names {key[0]}.{key[1]}, which is not one of gpnum's "
                          "kernels or likelihoods; refusing to build it")
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    settings = dict(spec.get("settings", {}))
     if "children" in spec:
+        prefixes = spec.get("child_prefixes") or [str(i) for i in range(len(spec["children"]))]
         kids = []
-        for i, child in enumerate(spec["children"]):
-            prefix = f"{i}."
-            sub = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+        for prefix, child in zip(prefixes, spec["children"]):
+            head = f"{prefix}."
+            sub = {k[len(head):]: v for k, v in params.items() if k.startswith(head)}
             kids.append(_build(child, sub, xp, dtype, device))
-        obj = cls(*kids)
-        obj.set_parameters({k: B.asarray(v, dtype=dtype, xp=xp, device=device)
-                            for k, v in params.items()})
+        arrays = {k: B.asarray(v, dtype=dtype, xp=xp, device=device) for k, v in params.items()}
+        # own parameters (no prefix) go to the constructor, which fixes their shapes
+        own = {k: v for k, v in arrays.items() if "." not in k and k in accepted}
+        arg = getattr(cls, "_children_arg", None)  # how the constructor takes its children
+        if arg is None:
+            obj = cls(*kids, **settings, **own)
+        elif arg == "base":
+            obj = cls(kids[0], **settings, **own)
+        else:
+            obj = cls(kids, **settings, **own)
+        obj.set_parameters(arrays)
         return obj
     # Parameters go to the constructor: their shapes (an ARD lengthscale (d,), ArcCosine's
     # per-layer variances) are fixed there, and set_parameters keeps the shapes it finds.
-    accepted = set(inspect.signature(cls.__init__).parameters)
     arrays = {k: B.asarray(v, dtype=dtype, xp=xp, device=device) for k, v in params.items()}
     init_params = {k: v for k, v in arrays.items() if k in accepted}
-    obj = cls(**spec["settings"], **init_params, xp=xp, dtype=dtype, device=device)
+    obj = cls(**settings, **init_params, xp=xp, dtype=dtype, device=device)
     rest = {k: v for k, v in arrays.items() if k not in accepted}
     if rest:
         obj.set_parameters(rest)

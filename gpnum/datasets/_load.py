@@ -20,12 +20,13 @@ def load(name: str, *, split="random", seed=0, standardize: bool = True, xp=None
 
     Parameters
     ----------
-    name : {"precip", "elevators", "bike", "energy", "elec"}
+    name : {"precip", "elevators", "bike", "energy", "elec", "co2"}
         See :func:`available` for sizes and tasks.
     split : "random" or int
         ``"random"``: a 75 / 10 / 15 % train / validation / test split drawn from ``seed``
         (the protocol of Pleiss et al. 2020). An integer ``i`` in ``0..9``: the fixed 90 / 10
-        train / test mask ``i`` shipped with elevators, bike and energy (empty validation part).
+        train / test mask ``i`` shipped with elevators, bike and energy (empty validation part);
+        co2 has one mask, ``0``, whose test part is the last 52 months (a forecasting split).
     seed : int
         Seed of the random split (ignored for a fixed mask).
     standardize : bool

@@ -76,6 +76,11 @@ BUNDLED = {
         "elec", 45_312, 6, "classification", "bernoulli", 0,
         "Elec2 NSW electricity market: price goes up (1) or down (0) vs its 24 h average"),
         "elec.csv.gz", "infer"),
+    "co2": (DatasetInfo(
+        "co2", 521, 1, "regression", "gaussian", 1,
+        "Mauna Loa CO2 (ppmv), monthly means 1958-2001 of NOAA/SIO weekly data (Keeling & "
+        "Whorf 2004, via statsmodels); public domain; split=0 tests the last 52 months"),
+        "co2.csv.gz", "infer"),
 }
 
 

@@ -2,25 +2,48 @@
 
 Every kernel gives ``k(X1, X2)`` / ``k.gram(X1, X2)`` (n1, n2), ``k.diag(X)`` (n,),
 ``k.gram_vjp(G, X1, X2)`` and ``k.diag_vjp(g, X)``; parameters are natural-form
-(:class:`gpnum.params.Parameterised`, softplus-transformed for the optimisers). See
-``docs/kernels.md``.
+(:class:`gpnum.params.Parameterised`, softplus-transformed for the optimisers); every kernel
+takes ``active_dims=`` (the input columns it sees). :func:`from_expression` builds a kernel from
+a string such as ``"rbf + rbf*periodic + rq + white"``. See ``docs/kernels.md``.
 """
 
 from gpnum.kernels._arccos import ArcCosine
 from gpnum.kernels._base import Kernel
+from gpnum.kernels._changepoints import ChangePoints
 from gpnum.kernels._composite import Product, Sum
+from gpnum.kernels._coregion import Coregion
+from gpnum.kernels._expression import KERNEL_NAMES, from_expression
+from gpnum.kernels._linear import Constant, Linear, White
+from gpnum.kernels._periodic import Cosine, Periodic
 from gpnum.kernels._polynomial import Polynomial
+from gpnum.kernels._rq import RationalQuadratic
+from gpnum.kernels._spectral import SpectralMixture
 from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52, Stationary
+
+#: Another name of :class:`Matern12` (the exponential, Ornstein-Uhlenbeck kernel).
+Exponential = Matern12
 
 __all__ = [
     "ArcCosine",
+    "ChangePoints",
+    "Constant",
+    "Coregion",
+    "Cosine",
+    "Exponential",
+    "KERNEL_NAMES",
     "Kernel",
+    "Linear",
     "Matern12",
     "Matern32",
     "Matern52",
+    "Periodic",
     "Polynomial",
     "Product",
     "RBF",
+    "RationalQuadratic",
+    "SpectralMixture",
     "Stationary",
     "Sum",
+    "White",
+    "from_expression",
 ]

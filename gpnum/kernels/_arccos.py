@@ -41,6 +41,8 @@ class ArcCosine(Kernel):
         (index 0 is the input layer).
     bias_variance : float or array () or (depth + 1,)
         Positive bias variances ``sigma_b,l^2``, shared or per layer.
+    active_dims : list of int, optional
+        The input columns the kernel sees (default all), as for :class:`gpnum.kernels.RBF`.
     xp, dtype, device : optional
         As for :class:`gpnum.kernels.RBF`.
     """
@@ -48,8 +50,9 @@ class ArcCosine(Kernel):
     _param_names = ("weight_variance", "bias_variance")
     _positive = ("weight_variance", "bias_variance")
 
-    def __init__(self, depth=1, weight_variance=1.0, bias_variance=1.0, *, xp=None, dtype=None,
-                 device=None):
+    def __init__(self, depth=1, weight_variance=1.0, bias_variance=1.0, *, active_dims=None,
+                 xp=None, dtype=None, device=None):
+        self._set_active_dims(active_dims)
         dep = check_int(depth, "depth")
         self.depth = dep
         self._setup_namespace(xp, dtype, device, weight_variance, bias_variance)

@@ -21,6 +21,18 @@ class Kernel(Parameterised):
     ``_diag_vjp`` that subclasses implement, where ``X2 is None`` means "the same set as X1".
     """
 
+    #: The input columns the kernel sees (a tuple of ints), or None for all of them.
+    active_dims = None
+    #: Whether ``k(X)`` differs from ``k(X, X)`` (White: noise on a set and itself only).
+    _same_set_term = False
+
+    @property
+    def depends_on_same_set(self) -> bool:
+        """True when ``k(X)`` (one set) differs from ``k(X, X)`` (two sets that are equal):
+        the kernel or a part of it is a :class:`gpnum.kernels.White`. Blockwise evaluators
+        (:class:`gpnum.linalg.KernelMatrix`) then evaluate diagonal blocks as ``k(X_b)``."""
+        return self._same_set_term or any(k.depends_on_same_set for _, k in self._children())
+
     # ----------------------------------------------------------------- construction helpers
     def _setup_namespace(self, xp, dtype, device, *values):
         """Namespace, dtype and device from the arguments, else from array-valued parameters."""
@@ -35,6 +47,26 @@ class Kernel(Parameterised):
             dtype = getattr(namespace() if xp is None else xp, dtype)
         self._init_namespace(xp, dtype, device)
 
+    def _set_active_dims(self, active_dims):
+        """Store the input columns this kernel sees (None: all of them) as a tuple of ints."""
+        if active_dims is None:
+            object.__setattr__(self, "active_dims", None)
+            return
+        if isinstance(active_dims, (str, bytes)) or not hasattr(active_dims, "__iter__"):
+            raise TypeError(f"active_dims: expected a list of column indices or None, got "
+                            f"{type(active_dims).__name__}")
+        dims = []
+        for j in active_dims:
+            if isinstance(j, bool) or not isinstance(j, int) and not hasattr(j, "__index__"):
+                raise TypeError(f"active_dims: expected integer column indices, got {j!r}")
+            dims.append(int(j.__index__()))
+        if not dims:
+            raise ValueError("active_dims: expected at least one column index, got []")
+        if min(dims) < 0 or len(set(dims)) != len(dims):
+            raise ValueError(f"active_dims: expected distinct non-negative column indices, got "
+                             f"{dims}")
+        object.__setattr__(self, "active_dims", tuple(dims))
+
     def _require_ndim(self, name, ndims):
         arr = getattr(self, name)
         if arr.ndim not in ndims:
@@ -48,6 +80,17 @@ class Kernel(Parameterised):
 
     def _check_dim(self, d: int, name: str) -> None:
         """Subclasses with per-dimension parameters check the number of input columns here."""
+
+    def _check_width(self, d: int, name: str) -> None:
+        """Check ``d`` input columns against ``active_dims``, then the columns the kernel sees."""
+        dims = getattr(self, "active_dims", None)
+        if dims is None:
+            self._check_dim(d, name)
+            return
+        if max(dims) >= d:
+            raise ShapeError(f"{name}: active_dims {list(dims)} needs at least {max(dims) + 1} "
+                             f"columns, got {d}")
+        self._check_dim(len(dims), name)
 
     def _check_input(self, X, name):
         if not is_array(X):
@@ -68,7 +111,7 @@ class Kernel(Parameterised):
             raise ValueError(f"{name}: expected an array on the kernel's device "
                              f"{device_of(ref)}, got one on {device_of(X)}")
         check_finite(self.xp, X, name)
-        self._check_dim(X.shape[1], name)
+        self._check_width(X.shape[1], name)
         return X
 
     def _check_inputs(self, X1, X2):
@@ -113,12 +156,12 @@ class Kernel(Parameterised):
         K : array (n1, n2)
         """
         X1, X2 = self._check_inputs(X1, X2)
-        return self._gram(X1, X2)
+        return self._sel_gram(X1, X2)
 
     def diag(self, X):
         """Diagonal ``k(X[i], X[i])`` of the gram matrix of ``X`` (n, d), shape (n,)."""
         X = self._check_input(X, "X")
-        return self._diag(X)
+        return self._sel_diag(X)
 
     def gram_vjp(self, G, X1, X2=None):
         """Gradient of ``sum(G * k(X1, X2))`` w.r.t. the parameters and the inputs.
@@ -141,7 +184,7 @@ class Kernel(Parameterised):
         X1, X2 = self._check_inputs(X1, X2)
         n2 = X1.shape[0] if X2 is None else X2.shape[0]
         G = self._check_cotangent(G, (X1.shape[0], n2), "G")
-        params, g1, g2 = self._gram_vjp(G, X1, X2)
+        params, g1, g2 = self._sel_gram_vjp(G, X1, X2)
         return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
 
     def gram_and_vjp(self, X1, X2=None):
@@ -156,7 +199,7 @@ class Kernel(Parameterised):
         """
         X1, X2 = self._check_inputs(X1, X2)
         n1, n2 = X1.shape[0], (X1.shape[0] if X2 is None else X2.shape[0])
-        K, inner = self._gram_and_vjp(X1, X2)
+        K, inner = self._sel_gram_and_vjp(X1, X2)
 
         def vjp(G):
             G = self._check_cotangent(G, (n1, n2), "G")
@@ -172,8 +215,57 @@ class Kernel(Parameterised):
         """Gradient of ``sum(g * k.diag(X))``: ``{"params": {...}, "X": (n, d)}``."""
         X = self._check_input(X, "X")
         g = self._check_cotangent(g, (X.shape[0],), "g")
-        params, gX = self._diag_vjp(g, X)
+        params, gX = self._sel_diag_vjp(g, X)
         return {"params": self._as_arrays(params), "X": gX}
+
+    # ------------------------------------------------------------------- active dimensions
+    # The _sel_* methods take inputs of full width, give the private methods the columns in
+    # active_dims, and scatter input gradients back to full width (zero in the other columns).
+    # Parents (Sum, Product, Periodic, ChangePoints) call their children's _sel_* methods.
+    def _select(self, X):
+        dims = getattr(self, "active_dims", None)
+        if X is None or dims is None:
+            return X
+        xp = get_namespace(X)
+        if dims == tuple(range(dims[0], dims[0] + len(dims))):
+            return X[:, dims[0]:dims[0] + len(dims)]
+        return xp.take(X, xp.asarray(dims, device=device_of(X)), axis=1)
+
+    def _scatter(self, gX, width):
+        """Gradient w.r.t. the selected columns -> w.r.t. all ``width`` columns."""
+        dims = getattr(self, "active_dims", None)
+        if gX is None or dims is None:
+            return gX
+        xp = get_namespace(gX)
+        zero = xp.zeros((gX.shape[0],), dtype=gX.dtype, device=device_of(gX))
+        where = {j: i for i, j in enumerate(dims)}
+        return xp.stack([gX[:, where[j]] if j in where else zero for j in range(width)], axis=1)
+
+    def _sel_gram(self, X1, X2):
+        return self._gram(self._select(X1), self._select(X2))
+
+    def _sel_diag(self, X):
+        return self._diag(self._select(X))
+
+    def _sel_gram_vjp(self, G, X1, X2):
+        params, g1, g2 = self._gram_vjp(G, self._select(X1), self._select(X2))
+        return params, self._scatter(g1, X1.shape[1]), self._scatter(g2, X1.shape[1])
+
+    def _sel_diag_vjp(self, g, X):
+        params, gX = self._diag_vjp(g, self._select(X))
+        return params, self._scatter(gX, X.shape[1])
+
+    def _sel_gram_and_vjp(self, X1, X2):
+        K, inner = self._gram_and_vjp(self._select(X1), self._select(X2))
+        if getattr(self, "active_dims", None) is None:
+            return K, inner
+        width = X1.shape[1]
+
+        def scattered(G):
+            params, g1, g2 = inner(G)
+            return params, self._scatter(g1, width), self._scatter(g2, width)
+
+        return K, scattered
 
     # ------------------------------------------------------------------- to be implemented
     def _gram(self, X1, X2):
@@ -234,6 +326,10 @@ class Kernel(Parameterised):
     def _leaves(self) -> list:
         return [self]
 
+    def _children(self) -> list:
+        """``[(prefix, kernel)]`` of the kernels this one is built from (none for a leaf)."""
+        return []
+
     # ------------------------------------------------------------------------ composition
     def __add__(self, other):
         from gpnum.kernels._composite import Sum
@@ -255,6 +351,8 @@ class Kernel(Parameterised):
             return repr(a.tolist()) if a.ndim else repr(float(a))
 
         extra = self._repr_extra()
+        if getattr(self, "active_dims", None) is not None:
+            extra = extra + [f"active_dims={list(self.active_dims)}"]
         parts = extra + [f"{n}={fmt(v)}" for n, v in self.parameters().items()]
         return f"{type(self).__name__}({', '.join(parts)})"
 

@@ -36,6 +36,8 @@ class Polynomial(Kernel):
         Positive constant added to the scaled inner product (weights the lower-order terms).
         Stored with the softplus transform like every positive parameter, so the homogeneous
         kernel (``offset = 0``) is reached only as a limit.
+    active_dims : list of int, optional
+        The input columns the kernel sees (default all), as for :class:`gpnum.kernels.RBF`.
     xp, dtype, device : optional
         As for :class:`gpnum.kernels.RBF`.
     """
@@ -43,7 +45,9 @@ class Polynomial(Kernel):
     _param_names = ("variance", "offset")
     _positive = ("variance", "offset")
 
-    def __init__(self, degree=2, variance=1.0, offset=1.0, *, xp=None, dtype=None, device=None):
+    def __init__(self, degree=2, variance=1.0, offset=1.0, *, active_dims=None, xp=None,
+                 dtype=None, device=None):
+        self._set_active_dims(active_dims)
         deg = check_int(degree, "degree", minimum=1, expected="a positive integer")
         self.degree = deg
         self._setup_namespace(xp, dtype, device, variance, offset)

@@ -37,6 +37,10 @@ class Stationary(Kernel):
         Positive lengthscale, shared or one per input column (ARD).
     variance : float or array ()
         Positive signal variance ``k(x, x)``.
+    active_dims : list of int, optional
+        The input columns the kernel sees (default: all). Inputs keep their full width; the
+        input gradients are zero in the other columns. The lengthscale's (d,) counts only
+        these columns.
     xp, dtype, device : optional
         Namespace, floating dtype and device of the parameters (default: those of an array
         argument, else ``GPNUM_BACKEND`` / ``GPNUM_DTYPE``). Inputs must match them.
@@ -50,7 +54,9 @@ class Stationary(Kernel):
     #: d = 2. Matern-1/2's slope grows like 1/r, so it keeps the exact form for small d.
     _bounded_slope = True
 
-    def __init__(self, lengthscale=1.0, variance=1.0, *, xp=None, dtype=None, device=None):
+    def __init__(self, lengthscale=1.0, variance=1.0, *, active_dims=None, xp=None, dtype=None,
+                 device=None):
+        self._set_active_dims(active_dims)
         self._setup_namespace(xp, dtype, device, lengthscale, variance)
         self.lengthscale = lengthscale
         self.variance = variance
@@ -72,6 +78,11 @@ class Stationary(Kernel):
     def _profile_and_slope(self, r2):
         """``(h, dh/d(r^2))`` at ``r2``, two new arrays; ``r2`` is left unchanged."""
         raise NotImplementedError
+
+    def _extra_grads(self, G, r2, h):
+        """Gradients of ``sum(G * variance * h(r2))`` w.r.t. parameters other than the
+        lengthscale and variance (none here; RationalQuadratic's alpha)."""
+        return {}
 
     def _scaled(self, X1, X2):
         ell = self.lengthscale

@@ -65,6 +65,9 @@ class KernelMatrix(LinearOperator):
         self.Z = Z
         self.block_size = block_size
         self.symmetric = Z is None
+        # diagonal blocks of k(X, X) evaluated as k(X_b, None): see kernel_fn above
+        self._split_diagonal = Z is None and bool(getattr(kernel_fn, "depends_on_same_set",
+                                                          False))
 
     @property
     def _cols(self):
@@ -75,16 +78,36 @@ class KernelMatrix(LinearOperator):
 
     def _gram(self, X1, X2):
         K = self.kernel_fn(X1, X2)
-        if not is_array(K) or tuple(K.shape) != (X1.shape[0], X2.shape[0]):
+        n2 = X1.shape[0] if X2 is None else X2.shape[0]
+        if not is_array(K) or tuple(K.shape) != (X1.shape[0], n2):
             got = describe_shape(K.shape) if is_array(K) else type(K).__name__
             raise ShapeError(f"kernel_fn: expected a gram matrix of shape "
-                             f"({X1.shape[0]}, {X2.shape[0]}), got {got}")
+                             f"({X1.shape[0]}, {n2}), got {got}")
         return K
+
+    def _col_ranges(self, s, e):
+        """Column ranges of row block ``[s, e)``: ``[(c0, c1, same_set)]``."""
+        n = self.shape[1]
+        if not self._split_diagonal:
+            return [(0, n, False)]
+        return [r for r in ((0, s, False), (s, e, True), (e, n, False)) if r[1] > r[0]]
+
+    def _pieces(self, s, e):
+        """``[(c0, c1, k(X_b, cols c0:c1))]`` for row block ``[s, e)``."""
+        Xb = self.X[s:e, :]
+        return [(c0, c1, self._gram(Xb, None) if same else
+                 self._gram(Xb, self._cols[c0:c1, :]))
+                for c0, c1, same in self._col_ranges(s, e)]
 
     def _matmat(self, R):
         xp = self.xp
-        Zc = self._cols
-        parts = [self._gram(self.X[s:e, :], Zc) @ R for s, e in self._blocks(self.shape[0])]
+        parts = []
+        for s, e in self._blocks(self.shape[0]):
+            out = None
+            for c0, c1, K in self._pieces(s, e):
+                term = K @ R if (c0, c1) == (0, self.shape[1]) else K @ R[c0:c1, :]
+                out = term if out is None else out + term
+            parts.append(out)
         return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
     def _rmatmat(self, R):
@@ -112,13 +135,25 @@ class KernelMatrix(LinearOperator):
 
     def to_dense(self):
         xp = self.xp
-        Zc = self._cols
-        parts = [self._gram(self.X[s:e, :], Zc) for s, e in self._blocks(self.shape[0])]
+        parts = []
+        for s, e in self._blocks(self.shape[0]):
+            pieces = [K for _, _, K in self._pieces(s, e)]
+            parts.append(pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1))
         return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
     def columns(self, indices):
+        xp = self.xp
         idx = self._check_indices(indices)
-        return self._gram(self.X, self.xp.take(self._cols, idx, axis=0))
+        Xsel = xp.take(self._cols, idx, axis=0)
+        C = self._gram(self.X, Xsel)
+        if self._split_diagonal:
+            # entries (idx_j, j) lie on the diagonal of k(X, X): add what k(X_j) has there and
+            # the cross evaluation k(X, X_j) lacks (the white-noise variance)
+            missing = xp.take(self._diagonal(), idx) - xp.linalg.diagonal(self._gram(Xsel, Xsel))
+            rows = xp.arange(self.shape[0], device=self.device)
+            hit = xp.astype(rows[:, None] == idx[None, :], C.dtype)
+            C = C + hit * missing[None, :]
+        return C
 
     def _param_vjp(self, U, V):
         gram_vjp = getattr(self.kernel_fn, "gram_vjp", None)
@@ -130,14 +165,20 @@ class KernelMatrix(LinearOperator):
         Zc = self._cols
         params, row_grads, col_grad = None, [], None
         for s, e in self._blocks(self.shape[0]):
-            G = U[s:e, :] @ V.T
-            g = gram_vjp(G, self.X[s:e, :], Zc)
-            if params is None:
-                params = dict(g["params"])
-            else:
-                params = {name: params[name] + value for name, value in g["params"].items()}
-            row_grads.append(g["X1"])
-            col_grad = g["X2"] if col_grad is None else col_grad + g["X2"]
+            row, cols = None, []
+            for c0, c1, same in self._col_ranges(s, e):
+                G = U[s:e, :] @ V[c0:c1, :].T
+                g = gram_vjp(G, self.X[s:e, :], None if same else Zc[c0:c1, :])
+                if params is None:
+                    params = dict(g["params"])
+                else:
+                    params = {name: params[name] + value for name, value in g["params"].items()}
+                row = g["X1"] if row is None else row + g["X1"]
+                # same set: "X1" holds both roles and the column part is already in it
+                cols.append(xp.zeros_like(g["X1"]) if same else g["X2"])
+            row_grads.append(row)
+            col = cols[0] if len(cols) == 1 else xp.concat(cols, axis=0)
+            col_grad = col if col_grad is None else col_grad + col
         row_grad = row_grads[0] if len(row_grads) == 1 else xp.concat(row_grads, axis=0)
         if self.Z is None:
             return {"kernel": params, "X": row_grad + col_grad}

@@ -1,0 +1,241 @@
+"""Periodic kernels: a stationary kernel of a periodised distance, and the cosine kernel."""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import device_of, get_namespace
+from gpnum.errors import ShapeError, describe_shape
+from gpnum.kernels._base import Kernel
+from gpnum.kernels._nested import ParentKernel, check_children
+from gpnum.kernels._stationary import Stationary
+
+__all__ = ["Periodic", "Cosine"]
+
+_PI = math.pi
+
+
+def _columns(X1, X2):
+    """Pairwise differences ``tau_k[i, j] = X1[i, k] - X2[j, k]`` for each column ``k``."""
+    Xb = X1 if X2 is None else X2
+    return [X1[:, k:k + 1] - Xb[:, k][None, :] for k in range(X1.shape[1])]
+
+
+def _per_dim(p, k):
+    """Entry ``k`` of a per-dimension parameter, or the shared scalar."""
+    return p[k] if p.ndim == 1 else p
+
+
+def _reduce(parts, p):
+    """Gradient of a parameter of shape () or (d,) from its per-dimension parts."""
+    xp = get_namespace(p)
+    g = xp.stack(parts)
+    return g if p.ndim == 1 else xp.sum(g)
+
+
+def _check_per_dim(name, p, d, what):
+    if p.ndim == 1 and p.shape[0] != d:
+        raise ShapeError(f"{what}: expected {p.shape[0]} columns to match {name} of shape "
+                         f"{describe_shape(p.shape)}, got {d}")
+
+
+class Periodic(ParentKernel):
+    """A stationary kernel evaluated at a periodic distance (MacKay 1998).
+
+    ``k(x, x') = base.variance * h(r)`` with ``r^2 = sum_k (2 sin(pi (x_k - x'_k) / p_k) /
+    l_k)^2``: ``base``'s profile ``h`` (and its lengthscale ``l`` and variance) applied to the
+    distance of the points mapped to circles of circumference ``p_k``. With an RBF base this is
+    ``variance * exp(-2 sum_k sin^2(pi tau_k / p_k) / l_k^2)`` (Rasmussen & Williams 2006,
+    eq. 4.31; scikit-learn's ``ExpSineSquared``).
+
+    Parameters
+    ----------
+    base : Stationary
+        RBF, a Matern kernel or RationalQuadratic (without ``active_dims`` of its own); its
+        parameters appear as ``"base.lengthscale"``, ``"base.variance"``...
+    period : float or array () or (d,)
+        Positive period, shared or one per input column.
+    active_dims : list of int, optional
+        The input columns the kernel sees (default all).
+
+    Notes
+    -----
+    Gradients go through the base's ``dh/d(r^2)``. With a Matern-1/2 base the input gradient
+    takes the zero subgradient where ``r = 0`` (as Matern-1/2 itself does).
+    """
+
+    _param_names = ("period",)
+    _positive = ("period",)
+    _children_arg = "base"
+
+    def __init__(self, base=None, period=1.0, *, active_dims=None):
+        if base is None:
+            from gpnum.kernels._stationary import RBF
+
+            base = RBF()
+        check_children("Periodic", [base])
+        if not isinstance(base, Stationary):
+            raise TypeError(f"base: expected a stationary kernel (RBF, Matern12/32/52, "
+                            f"RationalQuadratic), got {type(base).__name__}")
+        if base.active_dims is not None:
+            raise ValueError("base: expected no active_dims of its own (give active_dims to "
+                             "Periodic)")
+        self._set_active_dims(active_dims)
+        self.base = base
+        self._init_namespace(base.xp, base.dtype, base._device)
+        self.period = period
+        self._require_ndim("period", (0, 1))
+
+    def _children(self):
+        return [("base", self.base)]
+
+    def _check_dim(self, d, name):
+        self.base._check_dim(d, name)
+        _check_per_dim("period", self.period, d, name)
+
+    def __repr__(self):
+        extra = "" if self.active_dims is None else f", active_dims={list(self.active_dims)}"
+        period = self._host_repr(self.period)
+        return f"Periodic({self.base!r}, period={period}{extra})"
+
+    # ----------------------------------------------------------------------------- values
+    def _sines(self, X1, X2):
+        """Per column: ``tau``, ``sin(pi tau / p)`` and ``r_k^2 = 4 sin^2 / l^2``."""
+        ell, per = self.base.lengthscale, self.period
+        taus, sines, r2s = [], [], []
+        for k, tau in enumerate(_columns(X1, X2)):
+            s = get_namespace(tau).sin((_PI / _per_dim(per, k)) * tau)
+            taus.append(tau)
+            sines.append(s)
+            r2s.append((4.0 / _per_dim(ell, k) ** 2) * (s * s))
+        return taus, sines, r2s
+
+    def _gram(self, X1, X2):
+        _, _, r2s = self._sines(X1, X2)
+        r2 = r2s[0]
+        for extra in r2s[1:]:
+            r2 = r2 + extra
+        return self.base.variance * self.base._profile(r2)
+
+    def _diag(self, X):
+        return self.base._diag(X)
+
+    def _gram_and_vjp(self, X1, X2):
+        base = self.base
+        taus, sines, r2s = self._sines(X1, X2)
+        r2 = r2s[0]
+        for extra in r2s[1:]:
+            r2 = r2 + extra
+        h, slope = base._profile_and_slope(r2)
+        K = base.variance * h
+        return K, lambda G: self._backward(G, X2 is None, taus, sines, r2s, r2, h, slope)
+
+    def _gram_vjp(self, G, X1, X2):
+        return self._gram_and_vjp(X1, X2)[1](G)
+
+    def _backward(self, G, same, taus, sines, r2s, r2, h, slope):
+        xp = get_namespace(G)
+        base = self.base
+        ell, per, var = base.lengthscale, self.period, base.variance
+        W = G * slope
+        W *= var  # cotangent of r^2
+        g_ell, g_per, g1, g2 = [], [], [], []
+        for k, (tau, s) in enumerate(zip(taus, sines)):
+            lk, pk = _per_dim(ell, k), _per_dim(per, k)
+            g_ell.append((-2.0 / lk) * xp.sum(W * r2s[k]))
+            # d r_k^2 / d tau = 4 pi sin(2 pi tau / p) / (p l^2) = 8 pi s c / (p l^2)
+            c = xp.cos((_PI / pk) * tau)
+            Wd = W * (s * c)
+            Wd *= 8.0 * _PI / (pk * lk * lk)
+            g_per.append(-xp.sum(Wd * tau) / pk)
+            g1.append(xp.sum(Wd, axis=1))
+            g2.append(-xp.sum(Wd, axis=0))
+        gX1 = xp.stack(g1, axis=1)
+        gX2 = xp.stack(g2, axis=1)
+        own = {"lengthscale": _reduce(g_ell, ell), "variance": xp.sum(G * h)}
+        own.update(base._extra_grads(G, r2, h))  # e.g. RationalQuadratic's alpha
+        params = {"period": _reduce(g_per, per)}
+        params.update({f"base.{n}": own[n] for n in base._param_names})
+        if same:
+            return params, gX1 + gX2, None
+        return params, gX1, gX2
+
+    def _diag_vjp(self, g, X):
+        xp = get_namespace(X)
+        base_params, _ = self.base._diag_vjp(g, X)
+        params = {"period": xp.zeros_like(self.period)}
+        params.update({f"base.{n}": v for n, v in base_params.items()})
+        return params, xp.zeros_like(X)
+
+
+class Cosine(Kernel):
+    """Cosine kernel ``variance * cos(2 pi sum_k (x_k - x'_k) / lengthscale_k)``.
+
+    A stationary kernel whose spectrum is a pair of spikes at frequencies ``+-1/lengthscale``
+    (rank two: ``cos(a) cos(a') + sin(a) sin(a')`` with ``a = 2 pi sum_k x_k / l_k``).
+
+    Parameters
+    ----------
+    lengthscale : float or array () or (d,)
+        Positive period along each column.
+    variance : float or array ()
+        Positive variance.
+    active_dims : list of int, optional
+        The input columns the kernel sees (default all).
+    xp, dtype, device : optional
+        As for :class:`gpnum.kernels.RBF`.
+    """
+
+    _param_names = ("lengthscale", "variance")
+    _positive = ("lengthscale", "variance")
+
+    def __init__(self, lengthscale=1.0, variance=1.0, *, active_dims=None, xp=None, dtype=None,
+                 device=None):
+        self._set_active_dims(active_dims)
+        self._setup_namespace(xp, dtype, device, lengthscale, variance)
+        self.lengthscale = lengthscale
+        self.variance = variance
+        self._require_ndim("lengthscale", (0, 1))
+        self._require_ndim("variance", (0,))
+
+    def _check_dim(self, d, name):
+        _check_per_dim("lengthscale", self.lengthscale, d, name)
+
+    def _phase(self, X1, X2):
+        taus = _columns(X1, X2)
+        z = None
+        for k, tau in enumerate(taus):
+            term = tau / _per_dim(self.lengthscale, k)
+            z = term if z is None else z + term
+        return taus, (2.0 * _PI) * z
+
+    def _gram(self, X1, X2):
+        xp = get_namespace(X1)
+        return self.variance * xp.cos(self._phase(X1, X2)[1])
+
+    def _diag(self, X):
+        xp = get_namespace(X)
+        return xp.zeros((X.shape[0],), dtype=X.dtype, device=device_of(X)) + self.variance
+
+    def _gram_vjp(self, G, X1, X2):
+        xp = get_namespace(X1)
+        ell = self.lengthscale
+        taus, z = self._phase(X1, X2)
+        Wz = G * xp.sin(z)
+        Wz *= -2.0 * _PI * self.variance  # cotangent of sum_k tau_k / l_k
+        g_ell, g1, g2 = [], [], []
+        for k, tau in enumerate(taus):
+            lk = _per_dim(ell, k)
+            g_ell.append(-xp.sum(Wz * tau) / (lk * lk))
+            g1.append(xp.sum(Wz, axis=1) / lk)
+            g2.append(-xp.sum(Wz, axis=0) / lk)
+        params = {"lengthscale": _reduce(g_ell, ell), "variance": xp.sum(G * xp.cos(z))}
+        gX1, gX2 = xp.stack(g1, axis=1), xp.stack(g2, axis=1)
+        if X2 is None:
+            return params, gX1 + gX2, None
+        return params, gX1, gX2
+
+    def _diag_vjp(self, g, X):
+        xp = get_namespace(X)
+        return ({"lengthscale": xp.zeros_like(self.lengthscale), "variance": xp.sum(g)},
+                xp.zeros_like(X))
