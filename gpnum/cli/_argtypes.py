@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["choice_list", "fraction", "int_list", "positive_float", "positive_int", "split"]
+__all__ = ["choice_list", "fraction", "int_list", "kernel_expression", "positive_float", "positive_int", "split"]
 
 
 def _number(text, convert, ok, expected):
@@ -70,3 +70,15 @@ def choice_list(choices):
                                              f"{', '.join(choices)}, got {text!r}")
         return vals
     return convert
+
+
+def kernel_expression(text):
+    """A kernel expression (``"matern52"``, ``"rbf + rbf*periodic + white"``), checked for
+    unknown names and syntax now rather than after the data are loaded."""
+    from gpnum.kernels import from_expression
+
+    try:
+        from_expression(text, input_dim=1, xp="numpy")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

@@ -10,7 +10,8 @@ __all__ = ["CLIError", "Parser", "add_training_args", "resolve_optimizer", "LIKE
            "KERNELS", "OBJECTIVES", "COMPARE_MODELS", "FULL_BATCH_MODELS"]
 
 LIKELIHOODS = ("auto", "gaussian", "studentt", "bernoulli")
-KERNELS = ("matern52", "matern32", "matern12", "rbf")
+KERNELS = ("matern52", "matern32", "matern12", "exponential", "rbf", "rq", "periodic",
+           "cosine", "linear", "constant", "white", "polynomial", "arccos")
 OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-hellinger",
               "pgvi-kl", "pgvi-renyi")
 COMPARE_MODELS = ("svgp", "svgp-studentt", "svtp")
@@ -50,8 +51,12 @@ def add_training_args(p, *, compare=False):
     model = p.add_argument_group("model")
     model.add_argument("--likelihood", choices=LIKELIHOODS, default="auto",
                        help="observation model; 'auto' takes the data set's own (default: auto)")
-    model.add_argument("--kernel", choices=KERNELS, default="matern52",
-                       help="ARD covariance function (default: %(default)s)")
+    model.add_argument("--kernel", type=argtypes.kernel_expression, default="matern52",
+                       metavar="EXPR",
+                       help="covariance function: a name or an expression of names with +, * "
+                            "and parentheses, e.g. 'rbf + rbf*periodic + rq + white'; names: "
+                            f"{', '.join(KERNELS)}; ARD, every parameter starting at 1 "
+                            "(default: %(default)s)")
     _add_svtp_args(model, data, compare)
     if not compare:
         model.add_argument("--whitening", choices=("cholesky", "ciq"), default="cholesky",

@@ -16,12 +16,10 @@ from gpnum.models._sgpr import SGPR
 from gpnum.models._svgp import SVGP
 from gpnum.models._svtp import SVTP
 
-__all__ = ["MODELS", "KERNEL_NAMES", "build_model", "default_kernel", "default_likelihood",
+__all__ = ["MODELS", "build_model", "default_kernel", "default_likelihood",
            "inducing_jitter"]
 
 MODELS = ("svgp", "svtp", "gpr", "sgpr")
-KERNEL_NAMES = {"matern52": kernels.Matern52, "matern32": kernels.Matern32,
-                "matern12": kernels.Matern12, "rbf": kernels.RBF}
 
 
 def inducing_jitter(xp, dtype):
@@ -49,19 +47,21 @@ def default_likelihood(name, *, xp=None, dtype=None, device=None):
 
 
 def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
-    """``kernel`` itself if it is a gpnum kernel, else the ARD kernel of that name
-    (``matern52``, ``matern32``, ``matern12``, ``rbf``) with ``input_dim`` unit lengthscales and
-    unit variance."""
+    """``kernel`` itself if it is a gpnum kernel, else the kernel its expression names
+    (:func:`gpnum.kernels.from_expression`, e.g. ``"matern52"`` or ``"rbf + rbf*periodic +
+    white"``) with ``input_dim`` ARD lengthscales and every parameter at 1."""
     if isinstance(kernel, kernels.Kernel):
         return kernel
-    if kernel not in KERNEL_NAMES:
-        raise ValueError(f"kernel: expected a gpnum kernel or one of "
-                         f"{', '.join(KERNEL_NAMES)}, got {kernel!r}")
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel: expected a gpnum kernel or an expression such as 'matern52', "
+                        f"got {type(kernel).__name__}")
     xp = B.namespace() if xp is None else xp
     dtype = B.default_dtype(xp) if dtype is None else dtype
-    ones = xp.ones((int(input_dim),), dtype=dtype, device=device)
-    return KERNEL_NAMES[kernel](lengthscale=ones, variance=1.0, xp=xp, dtype=dtype,
-                                device=device)
+    try:
+        return kernels.from_expression(kernel, input_dim=int(input_dim), ard=True, xp=xp,
+                                       dtype=dtype, device=device)
+    except ValueError as exc:
+        raise ValueError(f"kernel: {exc}") from None
 
 
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
@@ -80,8 +80,9 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         :class:`SVGP`, :class:`SVTP` (Student-t process: no ``likelihood``), :class:`GPR`
         (exact; ``likelihood`` must be Gaussian) or :class:`SGPR` (Titsias' collapsed bound).
     kernel : str or gpnum kernel
-        A name (``matern52``, ``matern32``, ``matern12``, ``rbf``: ARD, unit lengthscales and
-        variance) or a kernel object, used as given.
+        An expression of kernel names (``"matern52"``, ``"rbf + rbf*periodic + white"``; see
+        :func:`gpnum.kernels.from_expression`: ARD, every parameter at 1) or a kernel object,
+        used as given.
     likelihood : str or gpnum likelihood
         A name for :func:`default_likelihood`, or a likelihood object.
     num_inducing : int
