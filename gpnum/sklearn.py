@@ -19,8 +19,11 @@ kernels' public ``parameters()`` and their constructor's signature: a kernel's l
 parameters and its constructor settings (``degree``, ``depth``, ...) appear as
 ``kernel__<name>``; the parts of a ``Sum`` / ``Product`` as ``kernel__<i>__<name>``. Setting one
 builds a new kernel object with that value (the object passed in is left unchanged). gpnum
-kernels hold their array namespace (a module) and so do not pickle; the estimators pickle them,
-and their fitted models, as settings plus NumPy arrays and rebuild them on unpickling.
+kernels hold their array namespace (a module), which neither ``pickle`` nor ``copy.deepcopy``
+(``clone``, ``GridSearchCV``) can copy; importing this module registers a ``copyreg`` reducer
+for gpnum's kernel classes that rebuilds a kernel from its settings and NumPy parameter values
+(same namespace, dtype and device), and the estimators pickle their fitted models as
+checkpoint state (:func:`gpnum.checkpoint.model_state`).
 """
 
 from __future__ import annotations
@@ -149,17 +152,44 @@ def _dtype_name(xp, dtype):
 
 
 class _PickledKernel:
-    """A gpnum kernel as picklable data (its namespace is stored by name)."""
+    """A gpnum kernel as picklable data: spec, namespace by name, dtype name, device."""
 
     def __init__(self, kernel):
-        xp, dtype, _ = _kernel_home(kernel)
+        xp, dtype, device = _kernel_home(kernel)
         self.spec = _kernel_spec(kernel)
         self.backend = _namespace_name(xp)
         self.dtype = _dtype_name(xp, dtype)
+        self.device = device
 
     def restore(self):
         xp = B.namespace_by_name(self.backend)
-        return _build_kernel(self.spec, xp, getattr(xp, self.dtype), None)
+        return _build_kernel(self.spec, xp, getattr(xp, self.dtype), self.device)
+
+
+def _restore_kernel(pickled):
+    return pickled.restore()
+
+
+def _reduce_kernel(kernel):
+    return _restore_kernel, (_PickledKernel(kernel),)
+
+
+def _register_kernel_reducers():
+    """Make gpnum's kernels picklable and deep-copyable (what ``clone`` and ``GridSearchCV``
+    do to parameter values): their namespace is a module, which neither can copy, so a
+    ``copyreg`` reducer rebuilds each kernel from its spec instead. Only gpnum's own kernel
+    classes are registered, and never over an existing registration."""
+    import copyreg
+
+    stack = list(Kernel.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.__module__.startswith("gpnum.") and cls not in copyreg.dispatch_table:
+            copyreg.pickle(cls, _reduce_kernel)
+
+
+_register_kernel_reducers()
 
 
 class _PickledModel:
@@ -219,12 +249,15 @@ class _GPnumEstimator(BaseEstimator):
 
     def __getstate__(self):
         state = super().__getstate__()
-        return {k: (_PickledKernel(v) if isinstance(v, Kernel)
-                    else _PickledModel(v) if k == "model_" else v)
-                for k, v in state.items()}
+        # The fitted model holds its namespace (a module): it travels as its checkpoint state;
+        # kernel_ is the model's own kernel and is restored with it.
+        if "model_" in state:
+            state = dict(state, model_=_PickledModel(state["model_"]))
+            state.pop("kernel_", None)
+        return state
 
     def __setstate__(self, state):
-        state = {k: (v.restore() if isinstance(v, (_PickledKernel, _PickledModel)) else v)
+        state = {k: (v.restore() if isinstance(v, _PickledModel) else v)
                  for k, v in state.items()}
         super().__setstate__(state)
         if "model_" in state:  # the fitted kernel is the model's own
