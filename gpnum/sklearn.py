@@ -42,6 +42,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from gpnum import backend as B
 from gpnum.checkpoint import model_from_state, model_state
+from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.inducing import kmeans
 from gpnum.kernels import RBF, Kernel
 from gpnum.likelihoods import Bernoulli, Gaussian
@@ -316,6 +317,49 @@ def _check_return(return_std, return_cov):
         raise RuntimeError("At most one of return_std or return_cov can be requested.")
 
 
+def _lbfgs_in_logs(model, fixed, max_iter, low, high):
+    """scikit-learn's optimiser: L-BFGS-B on the logarithms of the free parameters, each in
+    ``[log low, log high]``, through the model protocol. Returns (iterations, the objective at
+    the parameters it leaves on the model)."""
+    from scipy.optimize import minimize
+
+    start = {k: np.array(B.to_numpy(v), dtype=np.float64)
+             for k, v in model.parameters().items() if k not in fixed}
+    for k, v in start.items():
+        if not np.all(v > 0.0):
+            raise ValueError(f"optimizer='fmin_l_bfgs_b' optimises logarithms, but {k} is not "
+                             f"positive; use optimizer='lbfgs'")
+    names = list(start)
+    sizes = [v.size for v in start.values()]
+    splits = np.cumsum(sizes)[:-1]
+
+    def values(theta):
+        return {k: np.exp(part).reshape(start[k].shape)
+                for k, part in zip(names, np.split(theta, splits))}
+
+    def objective(theta):
+        try:
+            model.set_parameters(values(theta))
+            value, grads = model.objective_and_grad(validate=False)
+        except NotPSDError:
+            return math.inf, np.zeros_like(theta)  # the line search backs off
+        g = np.concatenate([np.ravel(B.to_numpy(grads[k])) for k in names]) * np.exp(theta)
+        v = float(value)
+        if not (math.isfinite(v) and np.all(np.isfinite(g))):
+            return math.inf, np.zeros_like(theta)
+        return -v, -g  # d/d log p = p d/dp
+
+    theta0 = np.concatenate([np.log(v).ravel() for v in start.values()])
+    bounds = [(math.log(low), math.log(high))] * theta0.size
+    result = minimize(objective, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
+                      options={"maxiter": max_iter})
+    if not result.success:
+        warnings.warn(f"L-BFGS-B stopped without converging after {result.nit} iterations: "
+                      f"{result.message}", ConvergenceWarning, stacklevel=4)
+    model.set_parameters(values(result.x))
+    return int(result.nit), -float(result.fun)
+
+
 # ----------------------------------------------------------------------------- GPRegressor
 class GPRegressor(RegressorMixin, _GPnumEstimator):
     """Exact Gaussian-process regression (:class:`gpnum.GPR`) as a scikit-learn regressor.
@@ -342,13 +386,15 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         How gpnum.GPR solves with ``K + alpha I``: ``"auto"`` and ``"cholesky"`` factorise it;
         ``"cg"`` needs a gpnum.GPR with a ``solver`` argument (an error names it otherwise).
     optimizer : {"lbfgs", "fmin_l_bfgs_b"} or None
-        ``"lbfgs"`` (scikit-learn's ``"fmin_l_bfgs_b"`` is accepted as a synonym): SciPy's
-        L-BFGS-B through :func:`gpnum.fit` on the unconstrained (softplus-inverse)
-        hyper-parameters. None: keep the kernel's hyper-parameters as given.
+        Both run SciPy's L-BFGS-B on the log marginal likelihood. ``"lbfgs"``: through
+        :func:`gpnum.fit`, on gpnum's unconstrained coordinates (the softplus-inverse of each
+        positive parameter), unbounded. ``"fmin_l_bfgs_b"``: scikit-learn's rule, on the
+        logarithms of the hyper-parameters within ``hyperparameter_bounds`` (every free
+        parameter must be positive). None: keep the kernel's hyper-parameters as given.
     n_restarts_optimizer : int
-        Further runs of the optimiser from hyper-parameters drawn log-uniformly within
-        ``restart_bounds`` (scikit-learn's rule with its default bounds); the run with the
-        largest log marginal likelihood is kept.
+        Further runs of the optimiser from free parameters drawn log-uniformly within
+        ``hyperparameter_bounds`` (scikit-learn's rule with its default bounds); the run with
+        the largest log marginal likelihood is kept.
     normalize_y : bool
         Remove the mean of ``y`` and divide by its standard deviation before fitting;
         predictions are mapped back.
@@ -358,8 +404,9 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         If True, ``alpha`` is only the initial noise variance, learned with the kernel (what
         gpnum.GPR does on its own; scikit-learn would need a WhiteKernel). Predictions remain
         those of the latent ``f``; the fitted noise variance is ``noise_variance_``.
-    restart_bounds : (float, float)
-        Range of the restarts' log-uniform draws, for every kernel parameter.
+    hyperparameter_bounds : (float, float)
+        Range of the restarts' log-uniform draws, for every free parameter, and the box of
+        ``optimizer="fmin_l_bfgs_b"`` for every free parameter (scikit-learn's default).
     max_iter : int
         L-BFGS-B iterations per run.
     backend : str, optional
@@ -386,7 +433,7 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
 
     def __init__(self, kernel=None, *, alpha=1e-10, solver="auto", optimizer="lbfgs",
                  n_restarts_optimizer=0, normalize_y=False, random_state=None,
-                 learn_noise=False, restart_bounds=(1e-5, 1e5), max_iter=1000, backend=None,
+                 learn_noise=False, hyperparameter_bounds=(1e-5, 1e5), max_iter=1000, backend=None,
                  dtype="float64"):
         self.kernel = kernel
         self.alpha = alpha
@@ -396,7 +443,7 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         self.normalize_y = normalize_y
         self.random_state = random_state
         self.learn_noise = learn_noise
-        self.restart_bounds = restart_bounds
+        self.hyperparameter_bounds = hyperparameter_bounds
         self.max_iter = max_iter
         self.backend = backend
         self.dtype = dtype
@@ -426,13 +473,13 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         restarts = _check_int(self.n_restarts_optimizer, "n_restarts_optimizer", 0)
         max_iter = _check_int(self.max_iter, "max_iter", 1)
         try:
-            low, high = (float(b) for b in self.restart_bounds)
+            low, high = (float(b) for b in self.hyperparameter_bounds)
         except (TypeError, ValueError):
-            raise ValueError(f"restart_bounds: expected two numbers (low, high), got "
-                             f"{self.restart_bounds!r}") from None
+            raise ValueError(f"hyperparameter_bounds: expected two numbers (low, high), got "
+                             f"{self.hyperparameter_bounds!r}") from None
         if not 0.0 < low <= high < math.inf:
-            raise ValueError(f"restart_bounds: expected 0 < low <= high, got "
-                             f"{self.restart_bounds!r}")
+            raise ValueError(f"hyperparameter_bounds: expected 0 < low <= high, got "
+                             f"{self.hyperparameter_bounds!r}")
         return alpha, restarts, max_iter, (low, high)
 
     def fit(self, X, y):
@@ -450,10 +497,12 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         free = [k for k in model.parameters() if k not in fixed]
         self.n_iter_ = 0
         if self.optimizer is not None and free:
-            self.n_iter_ = self._optimise(model, fixed, restarts, max_iter, low, high)
+            self.n_iter_, lml = self._optimise(model, fixed, restarts, max_iter, low, high)
+        else:
+            lml = float(model.log_marginal_likelihood())
         self.model_ = model
         self.kernel_ = model.kernel
-        self.log_marginal_likelihood_value_ = float(model.log_marginal_likelihood())
+        self.log_marginal_likelihood_value_ = lml
         self.noise_variance_ = float(B.to_numpy(model.likelihood.variance))
         self.X_train_, self.y_train_ = X, y
         self._y_train_mean, self._y_train_std = mean, std
@@ -461,7 +510,8 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
 
     def _optimise(self, model, fixed, restarts, max_iter, low, high):
         """L-BFGS-B from the kernel's values, then from ``restarts`` log-uniform draws; keeps
-        the run with the largest log marginal likelihood."""
+        the run with the largest log marginal likelihood. Returns the iterations over all runs
+        and that log marginal likelihood."""
         rng = check_random_state(self.random_state)
         start = {k: v for k, v in model.parameters().items() if k not in fixed}
         best, best_lml, iterations = None, -math.inf, 0
@@ -469,16 +519,21 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
             if run:
                 model.set_parameters({
                     k: np.exp(rng.uniform(math.log(low), math.log(high), size=tuple(v.shape)))
-                    for k, v in start.items() if k.startswith("kernel.")})
-            history = gpnum_fit(model, optimizer="lbfgs", fixed=fixed, maxiter=max_iter,
-                                progress=False)
-            iterations += history.num_steps
-            lml = float(model.log_marginal_likelihood())
+                    for k, v in start.items()})
+            if self.optimizer == "lbfgs":
+                history = gpnum_fit(model, optimizer="lbfgs", fixed=fixed, maxiter=max_iter,
+                                    progress=False)
+                # gpnum.fit's last record is the objective at the parameters it leaves.
+                nit, lml = history.num_steps, history.epoch_elbo[-1]
+            else:
+                nit, lml = _lbfgs_in_logs(model, fixed, max_iter, low, high)
+            iterations += nit
             if lml > best_lml or best is None:
                 best_lml = lml
                 best = {k: np.array(B.to_numpy(v)) for k, v in model.parameters().items()}
-        model.set_parameters(best)
-        return iterations
+        if restarts:
+            model.set_parameters(best)
+        return iterations, best_lml
 
     def predict(self, X, return_std=False, return_cov=False):
         """Posterior of the latent function at ``X`` (m, d), as GaussianProcessRegressor's.
@@ -506,11 +561,6 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         rng = check_random_state(random_state)
         mean, cov = self.predict(X, return_cov=True)
         return rng.multivariate_normal(mean, cov, int(n_samples)).T
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.requires_fit = True
-        return tags
 
 
 # ------------------------------------------------------------------------------- SVGP base

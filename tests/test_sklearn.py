@@ -77,11 +77,14 @@ def test_gpregressor_default_alpha_matches_scikit_learn():
     np.testing.assert_allclose(std, ref_std, rtol=0, atol=1e-8)
 
 
-def test_gpregressor_optimum_matches_scikit_learn():
-    # Both maximise the same log marginal likelihood from the same start by L-BFGS-B (in
-    # different coordinates: softplus-inverse here, log there); an interior optimum is the same.
+@pytest.mark.parametrize("optimizer", ["lbfgs", "fmin_l_bfgs_b"])
+def test_gpregressor_optimum_matches_scikit_learn(optimizer):
+    # Both maximise the same log marginal likelihood from the same start by L-BFGS-B (gpnum.fit
+    # in softplus-inverse coordinates, or scikit-learn's rule in logarithms); an interior
+    # optimum is the same.
     X, y, Xt = _data(n=60)
-    ours = GPRegressor(Matern52(lengthscale=np.ones(2), variance=1.0), alpha=0.01).fit(X, y)
+    ours = GPRegressor(Matern52(lengthscale=np.ones(2), variance=1.0), alpha=0.01,
+                       optimizer=optimizer).fit(X, y)
     ref = GaussianProcessRegressor(sk.ConstantKernel(1.0) * sk.Matern([1.0, 1.0], nu=2.5),
                                    alpha=0.01).fit(X, y)
     np.testing.assert_allclose(ours.log_marginal_likelihood_value_,
@@ -96,15 +99,31 @@ def test_gpregressor_optimum_matches_scikit_learn():
     assert ours.n_iter_ >= 1
 
 
-def test_gpregressor_restarts_keep_the_best_run():
+@pytest.mark.parametrize("optimizer", ["lbfgs", "fmin_l_bfgs_b"])
+def test_gpregressor_restarts_keep_the_best_run(optimizer):
     X, y, _ = _data(n=30)
     kernel = RBF(lengthscale=20.0, variance=0.05)  # a poor start
-    one = GPRegressor(kernel, alpha=0.01, random_state=0).fit(X, y)
-    many = GPRegressor(kernel, alpha=0.01, n_restarts_optimizer=3, random_state=0).fit(X, y)
+    one = GPRegressor(kernel, alpha=0.01, optimizer=optimizer, random_state=0).fit(X, y)
+    many = GPRegressor(kernel, alpha=0.01, optimizer=optimizer, n_restarts_optimizer=3,
+                       random_state=0).fit(X, y)
     assert many.log_marginal_likelihood_value_ >= one.log_marginal_likelihood_value_ - 1e-8
     # The kept run's value is the model's: recomputed from its parameters.
     assert many.log_marginal_likelihood_value_ == pytest.approx(
         float(many.model_.log_marginal_likelihood()), rel=1e-12)
+
+
+def test_learned_noise_matches_a_white_kernel_in_scikit_learn():
+    # learn_noise=True is scikit-learn's ConstantKernel * RBF + WhiteKernel, alpha ~ 0.
+    X, y, _ = _data(n=50)
+    ours = GPRegressor(RBF(1.0, 1.0), alpha=0.1, learn_noise=True, optimizer="fmin_l_bfgs_b",
+                       n_restarts_optimizer=1, random_state=0).fit(X, y)
+    ref = GaussianProcessRegressor(sk.ConstantKernel(1.0) * sk.RBF(1.0) + sk.WhiteKernel(0.1),
+                                   n_restarts_optimizer=1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.log_marginal_likelihood_value_,
+                               ref.log_marginal_likelihood_value_, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ours.noise_variance_, ref.kernel_.k2.noise_level, rtol=2e-3)
+    with pytest.raises(ValueError, match="hyperparameter_bounds"):
+        GPRegressor(hyperparameter_bounds=(2.0, 1.0)).fit(X, y)
 
 
 def test_gpregressor_equals_native_gpr():
