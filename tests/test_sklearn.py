@@ -296,6 +296,17 @@ def test_backend_argument_gives_the_numpy_results(backend):
     assert again.model_.xp is est.model_.xp
 
 
+def test_float32_dtype_is_close_to_float64():
+    X, y, Xt = _data()
+    ref = GPRegressor(RBF(1.0, 1.0), alpha=0.01, optimizer=None).fit(X, y)
+    est = GPRegressor(RBF(1.0, 1.0), alpha=0.01, optimizer=None, dtype="float32").fit(X, y)
+    assert est.model_.dtype == est.model_.xp.float32
+    mean, std = est.predict(Xt, return_std=True)
+    assert mean.dtype == np.float64  # NumPy float64 at the boundary, whatever the working dtype
+    np.testing.assert_allclose(mean, ref.predict(Xt), rtol=0, atol=1e-4)
+    np.testing.assert_allclose(std, ref.predict(Xt, return_std=True)[1], rtol=0, atol=1e-4)
+
+
 # ------------------------------------------------------------------------- composition
 def test_pipeline_grid_search_over_two_kernels_on_energy():
     ds = gpnum.datasets.load("energy", standardize=False, xp="numpy")
