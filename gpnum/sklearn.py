@@ -74,9 +74,14 @@ def _kernel_spec(kernel):
               for n, v in kernel.parameters().items()}
     settings = {}
     for name, p in inspect.signature(cls.__init__).parameters.items():
-        if (name in _SKIP_INIT or name in params
-                or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(kernel, name)):
+        if name in _SKIP_INIT or name in params or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
+        if not hasattr(kernel, name):
+            # A setting the kernel does not keep under its own name cannot be read back, and
+            # a copy built without it could differ silently: refuse instead.
+            raise TypeError(f"{cls.__name__}: its constructor argument {name!r} is neither a "
+                            f"parameter nor an attribute of the kernel, so gpnum.sklearn cannot "
+                            f"copy the kernel")
         value = getattr(kernel, name)
         settings[name] = np.array(B.to_numpy(value)) if B.is_array(value) else copy.deepcopy(value)
     return {"class": cls, "settings": settings, "params": params}

@@ -247,6 +247,16 @@ def test_get_and_set_params_reach_into_gpnum_kernels():
     assert type(est.kernel) is RBF and float(B.to_numpy(est.kernel.lengthscale)) == 2.0
 
 
+def test_a_kernel_setting_that_cannot_be_read_back_is_refused():
+    class Hidden(RBF):  # keeps its constructor argument under another name
+        def __init__(self, scale=1.0, **kwargs):
+            super().__init__(**kwargs)
+            self._scale = scale
+
+    with pytest.raises(TypeError, match="constructor argument 'scale'"):
+        GPRegressor(Hidden(scale=2.0)).get_params()
+
+
 def test_clone_and_fit_leave_the_kernel_argument_alone():
     kernel = RBF(lengthscale=1.0, variance=1.0)
     est = GPRegressor(kernel, alpha=0.01)
