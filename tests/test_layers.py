@@ -17,7 +17,7 @@ import gpnum
 
 ORDER = [("errors",), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
          ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("models", "variational"),
-         ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("cli", "__main__")]
+         ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("sklearn",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}
 ROOT = pathlib.Path(gpnum.__file__).parent
 
