@@ -118,10 +118,12 @@ class GPR(FullBatchGaussianModel):
         return self._cg_last
 
     def config(self) -> dict:
-        """:meth:`FullBatchGaussianModel.config` plus ``solver`` and ``cg_options``."""
+        """:meth:`FullBatchGaussianModel.config` plus, for a solver other than the default
+        Cholesky, ``solver`` and ``cg_options``."""
         out = super().config()
-        out["solver"] = self.solver
-        out["cg_options"] = self.cg_options.to_dict()
+        if self.solver != "cholesky":
+            out["solver"] = self.solver
+            out["cg_options"] = self.cg_options.to_dict()
         return out
 
     @classmethod
