@@ -6,6 +6,8 @@ vocabulary (``rtol``, ``atol``, ``maxiter``, ``M``, ``x0``) and return result ob
 ``x``, ``info``, ``num_iter`` and ``residual_norm``:
 
 - :func:`pcg`: preconditioned conjugate gradients on a block of right-hand sides;
+- :func:`pcg_lanczos`: block PCG that also returns Lanczos tridiagonals (BBMM), with
+  :func:`lanczos_quadrature` and :func:`preconditioner_probes`;
 - :func:`msminres`: multi-shift MINRES, ``(A + s_j I) X_j = B`` for all shifts at once;
 - :func:`lanczos` and :func:`eigen_bounds`: tridiagonalisation and safe spectrum bounds;
 - :func:`slq_logdet` / :func:`slq_logdet_and_grad`: stochastic Lanczos quadrature;
@@ -17,8 +19,10 @@ Every function accepts a plain array wherever an operator is expected (wrapped i
 :class:`Dense`).
 """
 
+from gpnum.linalg._bbmm import (PCGLanczosResult, lanczos_quadrature, pcg_lanczos,
+                               preconditioner_probes)
 from gpnum.linalg._deflation import SpectralPreconditioner, default_block_size, top_eigenpairs
-from gpnum.linalg._kernel_matrix import KernelMatrix
+from gpnum.linalg._kernel_matrix import KernelMatrix, block_rows_for_budget
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
 from gpnum.linalg._operators import (AddedDiag, Dense, Diagonal, LinearOperator, LowRank, Scaled,
@@ -37,6 +41,7 @@ __all__ = [
     "LinearOperator",
     "LowRank",
     "MultiShiftResult",
+    "PCGLanczosResult",
     "Scaled",
     "SolveResult",
     "SpectralPreconditioner",
@@ -45,13 +50,17 @@ __all__ = [
     "WoodburyInverse",
     "Workspace",
     "aslinearoperator",
+    "block_rows_for_budget",
     "default_block_size",
     "eigen_bounds",
     "lanczos",
+    "lanczos_quadrature",
     "msminres",
     "pcg",
+    "pcg_lanczos",
     "pivoted_cholesky",
     "pivoted_cholesky_preconditioner",
+    "preconditioner_probes",
     "slq_logdet",
     "slq_logdet_and_grad",
     "top_eigenpairs",

@@ -6,7 +6,21 @@ from gpnum.backend import device_of, get_namespace, is_array
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.linalg._operators import LinearOperator
 
-__all__ = ["KernelMatrix"]
+__all__ = ["KernelMatrix", "block_rows_for_budget"]
+
+
+def block_rows_for_budget(n_cols: int, budget_bytes: float, itemsize: int = 8,
+                          copies: int = 6) -> int:
+    """Rows of a kernel block ``k(X_b, Z)`` so that ``copies`` arrays of ``(rows, n_cols)``
+    fit in ``budget_bytes``: the block itself and the temporaries of the kernel's backward
+    pass (distances, slopes, cotangent; about five for the stationary kernels).
+
+    At least 1, however small the budget.
+    """
+    if not budget_bytes > 0:
+        raise ValueError(f"budget_bytes: expected a positive number, got {budget_bytes!r}")
+    rows = int(budget_bytes // (max(int(n_cols), 1) * int(itemsize) * int(copies)))
+    return max(1, rows)
 
 
 class KernelMatrix(LinearOperator):
@@ -28,7 +42,13 @@ class KernelMatrix(LinearOperator):
     Z : array (m, d), optional
         Column inputs; ``None`` for the square, symmetric ``k(X, X)``.
     block_size : int
-        Rows of the kernel evaluated at once.
+        Rows of the kernel evaluated at once (:func:`block_rows_for_budget` picks it from a
+        memory budget).
+    compute_dtype : dtype, optional
+        Dtype of the products (default ``X``'s). With float32 inputs and ``float64`` here,
+        each block is formed in float32 and cast before it is multiplied, so that a Krylov
+        solver can run in float64 on a float32 kernel; :meth:`param_vjp` casts the cotangent
+        blocks back to the kernel's dtype.
 
     Notes
     -----
@@ -39,7 +59,7 @@ class KernelMatrix(LinearOperator):
 
     fresh_products = True
 
-    def __init__(self, kernel_fn, X, Z=None, *, block_size: int = 1024):
+    def __init__(self, kernel_fn, X, Z=None, *, block_size: int = 1024, compute_dtype=None):
         if not callable(kernel_fn):
             raise TypeError(f"kernel_fn: expected a callable k(X1, X2), got "
                             f"{type(kernel_fn).__name__}")
@@ -59,7 +79,11 @@ class KernelMatrix(LinearOperator):
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
         n_cols = X.shape[0] if Z is None else Z.shape[0]
-        super().__init__((X.shape[0], n_cols), X.dtype, device_of(X), xp)
+        if compute_dtype is None:
+            compute_dtype = X.dtype
+        if not xp.isdtype(compute_dtype, "real floating"):
+            raise TypeError(f"compute_dtype: expected a real floating dtype, got {compute_dtype}")
+        super().__init__((X.shape[0], n_cols), compute_dtype, device_of(X), xp)
         self.kernel_fn = kernel_fn
         self.X = X
         self.Z = Z
@@ -83,6 +107,8 @@ class KernelMatrix(LinearOperator):
             got = describe_shape(K.shape) if is_array(K) else type(K).__name__
             raise ShapeError(f"kernel_fn: expected a gram matrix of shape "
                              f"({X1.shape[0]}, {n2}), got {got}")
+        if K.dtype != self.dtype:
+            K = self.xp.astype(K, self.dtype)
         return K
 
     def _col_ranges(self, s, e):
@@ -128,7 +154,7 @@ class KernelMatrix(LinearOperator):
             if not is_array(d) or tuple(d.shape) != (self.shape[0],):
                 got = describe_shape(d.shape) if is_array(d) else type(d).__name__
                 raise ShapeError(f"kernel_fn.diag: expected shape ({self.shape[0]},), got {got}")
-            return d
+            return d if d.dtype == self.dtype else xp.astype(d, self.dtype)
         parts = [xp.linalg.diagonal(self._gram(self.X[s:e, :], self.X[s:e, :]))
                  for s, e in self._blocks(self.shape[0])]
         return xp.concat(parts)
@@ -168,6 +194,8 @@ class KernelMatrix(LinearOperator):
             row, cols = None, []
             for c0, c1, same in self._col_ranges(s, e):
                 G = U[s:e, :] @ V[c0:c1, :].T
+                if G.dtype != self.X.dtype:
+                    G = xp.astype(G, self.X.dtype)
                 g = gram_vjp(G, self.X[s:e, :], None if same else Zc[c0:c1, :])
                 if params is None:
                     params = dict(g["params"])

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import cholesky, matmul, solve_triangular
+from gpnum.models import _gpr_cg
 from gpnum.models._composite import FullBatchGaussianModel
+from gpnum.models._gpr_cg import CGOptions
 
 __all__ = ["GPR"]
 
@@ -47,6 +49,18 @@ class GPR(FullBatchGaussianModel):
         Fixed value added to the diagonal of ``K_y`` on top of the noise variance (default 0).
         If the Cholesky factorisation still fails, it is retried with growing extra jitter
         (:func:`gpnum.backend.cholesky`) before :class:`gpnum.NotPSDError` is raised.
+    solver : {"cholesky", "cg", "auto"}
+        ``"cholesky"`` (default): exact, O(n^3) time and O(n^2) memory. ``"cg"``: Gardner et
+        al. (2018)'s BBMM -- batched preconditioned conjugate gradients, a stochastic Lanczos
+        log-determinant and Hutchinson trace, kernel products in row blocks (O(n) memory),
+        LOVE variances; the log marginal likelihood and its gradient are then **stochastic**
+        estimates (seeded by ``cg_options.seed``, so repeated calls agree; the standard error
+        of the last estimate is in :attr:`cg_info`). ``"auto"``: Cholesky up to
+        ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
+        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md.
+    cg_options : dict or CGOptions, optional
+        Settings of the CG solver (probes, preconditioner rank, tolerances, memory budget):
+        :class:`gpnum.models.CGOptions`.
 
     Attributes
     ----------
@@ -75,9 +89,48 @@ class GPR(FullBatchGaussianModel):
     _param_names = ("mean",)
     _positive = ()
     _default_jitter = 0.0
+    AUTO_CHOLESKY_MAX_N = 6000
 
-    def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None):
+    def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None, solver="cholesky",
+                 cg_options=None):
         self._setup(kernel, likelihood, X, y, mean, jitter)
+        if solver not in ("cholesky", "cg", "auto"):
+            raise ValueError(f"solver: expected 'cholesky', 'cg' or 'auto', got {solver!r}")
+        self.solver = solver
+        self.cg_options = CGOptions.coerce(cg_options)
+        self._cg_last = None
+
+    # ------------------------------------------------------------------ solver dispatch
+    @property
+    def uses_cg(self) -> bool:
+        """Whether the conjugate-gradient path is in use (``solver`` resolved for ``n``)."""
+        if self.solver == "auto":
+            n = self._X.shape[0]
+            fits = 3.0 * 8.0 * n * n <= self.cg_options.dense_limit_mib * 1024.0 * 1024.0
+            return not (n <= self.AUTO_CHOLESKY_MAX_N and fits)
+        return self.solver == "cg"
+
+    @property
+    def cg_info(self):
+        """Diagnostics of the last CG evaluation of the objective (None before one):
+        ``num_iter``, ``relative_residual`` (worst column), ``logdet_std_error`` and
+        ``lml_std_error`` (standard errors of the stochastic estimates over the probes)."""
+        return self._cg_last
+
+    def config(self) -> dict:
+        """:meth:`FullBatchGaussianModel.config` plus, for a solver other than the default
+        Cholesky, ``solver`` and ``cg_options``."""
+        out = super().config()
+        if self.solver != "cholesky":
+            out["solver"] = self.solver
+            out["cg_options"] = self.cg_options.to_dict()
+        return out
+
+    @classmethod
+    def from_config(cls, kernel, likelihood, params, config, data):
+        return cls(kernel, likelihood, data["X"], data["y"], **cls._own_init_args(params),
+                   jitter=config["jitter"], solver=config.get("solver", "cholesky"),
+                   cg_options=config.get("cg_options"))
 
     # ------------------------------------------------------------------ forward pieces
     def _factor(self, X, y, need_vjp):
@@ -102,6 +155,8 @@ class GPR(FullBatchGaussianModel):
 
     def _lml(self, X, y, need_grad):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
+        if self.uses_cg:
+            return _gpr_cg.lml(self, X, y, need_grad)
         xp = self.xp
         n = X.shape[0]
         L, resid, vjp = self._factor(X, y, need_grad)
@@ -146,6 +201,8 @@ class GPR(FullBatchGaussianModel):
         return self._lml(X, y, True)
 
     def _prediction_state(self):
+        if self.uses_cg:
+            return _gpr_cg.prediction_state(self)
         L, resid, _ = self._factor(self._X, self._y, False)
         alpha = solve_triangular(L, solve_triangular(L, resid, lower=True), lower=True,
                                  trans=True)
@@ -154,6 +211,8 @@ class GPR(FullBatchGaussianModel):
     def _predict(self, Xnew, state, full_cov):
         # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*
         # (the products in float64, like the factorisation).
+        if self.uses_cg:
+            return _gpr_cg.predict(self, Xnew, state, full_cov)
         xp = self.xp
         high = xp.float64
         Ks = xp.astype(self.kernel(self._X, Xnew), high, copy=False)  # (n, k)

@@ -1,0 +1,320 @@
+"""GPR without a factorisation: BBMM conjugate gradients, stochastic log-determinants, LOVE.
+
+Gardner et al. (2018, BBMM) for the log marginal likelihood and its gradient; Pleiss et al.
+(2018, LOVE) for predictive variances; Wang et al. (2019) for the partitioned kernel products
+that keep memory O(n) instead of O(n^2).
+
+With ``K_y = K_XX + (sigma^2 + jitter) I``, residual ``r = y - c``, a rank-k pivoted-Cholesky
+preconditioner ``P = L_k L_k^T + (sigma^2 + jitter) I`` and t probes ``z_i`` with covariance
+``P`` (:func:`gpnum.linalg.preconditioner_probes`), one block PCG on ``K_y [a, u_1..u_t] =
+[r, z_1..z_t]`` (:func:`gpnum.linalg.pcg_lanczos`) gives
+
+    log p(y) ~= -1/2 r^T a - 1/2 (log det P + (1/t) sum_i (z_i^T P^{-1} z_i) e_1^T log(T_i) e_1)
+                - n/2 log(2 pi),
+    d log p / d K_y ~= 1/2 (a a^T - (1/t) sum_i u_i (P^{-1} z_i)^T),
+
+the second a low-rank cotangent contracted with the kernel's ``gram_vjp`` one row block at a time
+(:meth:`gpnum.linalg.KernelMatrix.param_vjp`). Both are stochastic (Hutchinson's estimator
+through the probes; the log-determinant's standard error is reported per call) and seeded: with
+a fixed seed the probes are the same at every evaluation, so an optimiser sees a deterministic
+function of the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from gpnum.backend import get_namespace, solve_triangular, to_numpy
+from gpnum.linalg import (AddedDiag, Dense, KernelMatrix, block_rows_for_budget, lanczos,
+                          lanczos_quadrature, pcg, pcg_lanczos, pivoted_cholesky_preconditioner,
+                          preconditioner_probes)
+
+__all__ = ["CGOptions"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_MIB = 1024.0 * 1024.0
+
+
+@dataclass(frozen=True)
+class CGOptions:
+    """Settings of ``GPR(..., solver="cg")`` (Gardner et al. 2018's defaults where they have one).
+
+    Attributes
+    ----------
+    num_probes : int
+        Probe vectors t of the stochastic log-determinant and trace (10 in GPyTorch).
+    precond_rank : int
+        Rank k of the pivoted-Cholesky preconditioner (the paper's k ~ 100; 0 for none).
+    train_rtol : float
+        Relative residual tolerance of the training solves (1.0: the paper's; the Lanczos
+        depth ``min_iter`` then sets the accuracy).
+    predict_rtol : float
+        Relative residual tolerance of the prediction solve (0.01).
+    min_iter : int
+        Fewest CG iterations of a training step (the Lanczos quadrature's depth; 20 as
+        GPyTorch's ``max_lanczos_quadrature_iterations``).
+    maxiter : int
+        Most CG iterations.
+    love_rank : int
+        Lanczos steps of the LOVE variance cache (Pleiss et al. 2018).
+    memory_budget_mib : float
+        Memory for kernel blocks (MiB). Row blocks of ``k(X_b, X)`` are sized so that the block
+        and the temporaries of its backward pass fit.
+    dense_limit_mib : float
+        When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies)
+        fits in this many MiB, it is formed once per step and reused by every CG iteration
+        instead of being recomputed block by block (0 disables).
+    seed : int
+        Seed of the probes (fixed: the same probes at every evaluation).
+    probe_design : {"rademacher", "hadamard"}
+        ``"hadamard"``: exactly orthogonal +-1 probes, ``2^m >= n + precond_rank`` of them
+        (:func:`gpnum.linalg.preconditioner_probes`), which make the estimates exact up to the
+        CG tolerance: for checking, not for large n.
+    """
+
+    num_probes: int = 10
+    precond_rank: int = 100
+    train_rtol: float = 1.0
+    predict_rtol: float = 0.01
+    min_iter: int = 20
+    maxiter: int = 1000
+    love_rank: int = 100
+    memory_budget_mib: float = 256.0
+    dense_limit_mib: float = 2048.0
+    seed: int = 0
+    probe_design: str = "rademacher"
+
+    def __post_init__(self):
+        for name in ("num_probes", "min_iter", "maxiter", "love_rank"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"cg_options.{name}: expected an integer >= 1, got {v!r}")
+        v = self.precond_rank
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"cg_options.precond_rank: expected an integer >= 0, got {v!r}")
+        for name in ("train_rtol", "predict_rtol", "memory_budget_mib"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+                raise ValueError(f"cg_options.{name}: expected a positive number, got {v!r}")
+        if self.probe_design not in ("rademacher", "hadamard"):
+            raise ValueError(f"cg_options.probe_design: expected 'rademacher' or 'hadamard', "
+                             f"got {self.probe_design!r}")
+        if not (isinstance(self.dense_limit_mib, (int, float)) and self.dense_limit_mib >= 0):
+            raise ValueError(f"cg_options.dense_limit_mib: expected a number >= 0, got "
+                             f"{self.dense_limit_mib!r}")
+
+    @classmethod
+    def coerce(cls, value):
+        """``None`` (defaults), a dict of fields or a :class:`CGOptions`."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise KeyError(f"cg_options: unknown field(s) {unknown}; expected some of "
+                               f"{sorted(known)}")
+            return cls(**value)
+        raise TypeError(f"cg_options: expected None, a dict or CGOptions, got "
+                        f"{type(value).__name__}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------- operators
+def kernel_operator(model, X, opts, need_vjp):
+    """``K_XX`` as an operator in float64: dense (formed once) when it fits in
+    ``dense_limit_mib``, else a blocked :class:`KernelMatrix`. Returns ``(op, dense_vjp)``;
+    ``dense_vjp`` is the gram's backward function on the dense path (None otherwise)."""
+    xp = model.xp
+    n = X.shape[0]
+    high = xp.float64
+    if 3.0 * 8.0 * n * n <= opts.dense_limit_mib * _MIB:
+        if need_vjp:
+            K, vjp = model.kernel.gram_and_vjp(X)
+        else:
+            K, vjp = model.kernel(X), None
+        return Dense(xp.astype(K, high, copy=False), symmetric=True), vjp
+    rows = block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8)
+    return KernelMatrix(model.kernel, X, block_size=min(rows, n), compute_dtype=high), None
+
+
+def noisy_operator(model, Kop):
+    xp = model.xp
+    noise = (xp.astype(model.likelihood.variance, xp.float64, copy=False)
+             + float(model.jitter))
+    return AddedDiag(Kop, xp.reshape(noise, ()))
+
+
+def _preconditioner(A, opts):
+    from gpnum.linalg import LowRank, WoodburyInverse
+
+    if opts.precond_rank == 0:
+        xp = A.xp
+        empty = xp.zeros((A.shape[0], 0), dtype=A.dtype, device=A.device)
+        return WoodburyInverse(LowRank(empty, A.diag))
+    return pivoted_cholesky_preconditioner(A, rank=opts.precond_rank)
+
+
+# ------------------------------------------------------------------------ objective
+def lml(model, X, y, need_grad):
+    """Stochastic BBMM log marginal likelihood and gradients (module notes)."""
+    xp = model.xp
+    opts = model.cg_options
+    n = X.shape[0]
+    high = xp.float64
+    Kop, dense_vjp = kernel_operator(model, X, opts, need_grad)
+    A = noisy_operator(model, Kop)
+    M = _preconditioner(A, opts)
+    resid = xp.astype(y, high, copy=False) - xp.astype(model.mean, high, copy=False)
+    Z = preconditioner_probes(M, opts.num_probes, seed=opts.seed, design=opts.probe_design)
+    t = Z.shape[1]
+    res = pcg_lanczos(A, xp.concat([resid[:, None], Z], axis=1), M=M, rtol=opts.train_rtol,
+                      min_iter=opts.min_iter, maxiter=opts.maxiter)
+    alpha = res.x[:, 0]
+    U = res.x[:, 1:]
+    quad = lanczos_quadrature(res.tridiag_alpha[1:, :], res.tridiag_beta[1:, :],
+                              res.start_norm2[1:])
+    logdet = M.logdet() + xp.mean(quad)
+    value = -0.5 * xp.sum(resid * alpha) - 0.5 * logdet - 0.5 * n * _LOG_2PI
+    stderr = (xp.std(quad, correction=1) / math.sqrt(t)) if t > 1 else xp.asarray(
+        float("nan"), dtype=high, device=model.device)
+    model._cg_last = {"num_iter": res.num_iter,
+                      "relative_residual": float(xp.max(res.relative_residual)),
+                      "logdet_std_error": float(stderr),
+                      "lml_std_error": 0.5 * float(stderr)}
+    value = model._scalar(value)
+    if not need_grad:
+        return value, None
+    V = M @ Z                                                   # P^{-1} z_i
+    # Cotangent of K_y: 1/2 (a a^T - (1/t) sum_i u_i v_i^T), kept as two (n, t+1) factors.
+    left = xp.concat([0.5 * alpha[:, None], (-0.5 / t) * U], axis=1)
+    right = xp.concat([alpha[:, None], V], axis=1)
+    if dense_vjp is not None:
+        G = left @ right.T
+        g_kernel = dense_vjp(xp.astype(0.5 * (G + G.T), model.dtype, copy=False))["params"]
+    else:
+        g_kernel = Kop.param_vjp(left, right)["kernel"]
+    g_noise = xp.sum(left * right)
+    if t > 1:
+        # The noise gradient's trace term per probe: its spread is the gradient's stated error.
+        per_probe = xp.sum(U * V, axis=0)
+        model._cg_last["noise_grad_std_error"] = float(
+            0.5 * xp.std(per_probe, correction=1) / math.sqrt(t))
+    grads = {"mean": model._scalar(xp.sum(alpha))}
+    kernel_params = model.kernel.parameters()
+    grads.update({f"kernel.{k}": model._shaped(v, kernel_params[k].shape)
+                  for k, v in g_kernel.items()})
+    grads["likelihood.variance"] = model._shaped(g_noise, model.likelihood.variance.shape)
+    return value, grads
+
+
+# ------------------------------------------------------------------------ predictions
+def _fingerprint(model):
+    return tuple((k, to_numpy(v).tobytes()) for k, v in sorted(model.parameters().items())) + (
+        float(model.jitter),)
+
+
+def prediction_state(model):
+    """The mean cache ``a = K_y^{-1} r`` (PCG at ``predict_rtol``) and the LOVE cache ``R``
+    (n, k) with ``R R^T ~= K_y^{-1}``, both computed once per parameter value and kept."""
+    key = _fingerprint(model)
+    cached = getattr(model, "_cg_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    xp = model.xp
+    opts = model.cg_options
+    high = xp.float64
+    Kop, _ = kernel_operator(model, model.X, opts, False)
+    A = noisy_operator(model, Kop)
+    M = _preconditioner(A, opts)
+    resid = xp.astype(model.y, high, copy=False) - xp.astype(model.mean, high, copy=False)
+    sol = pcg(A, resid, M=M, rtol=opts.predict_rtol, maxiter=opts.maxiter)
+    state = {"alpha": sol.x, "block": block_rows_for_budget(
+        model.X.shape[0], opts.memory_budget_mib * _MIB, 8, copies=2)}
+    state.update(_love_cache(A, M, resid, min(opts.love_rank, model.X.shape[0])))
+    model._cg_cache = (key, state)
+    return state
+
+
+def _whitener(M):
+    """``W`` with ``W P W^T = I`` for the preconditioner ``P = F F^T + D`` (``M = P^{-1}``):
+    ``W = C D^{-1/2}``, ``C = I + U ((1 + s^2)^{-1/2} - 1) U^T`` from the thin SVD
+    ``D^{-1/2} F = U diag(s) V^T`` (through the eigen-decomposition of the r x r ``F^T D^{-1} F``).
+    Returns ``(apply_W, apply_Wt)`` on (n, b) blocks."""
+    xp = M.xp
+    F = M.lowrank.factor
+    d = M.lowrank.diag.diag
+    dmh = 1.0 / xp.sqrt(d)
+    dmh_col = dmh if d.ndim == 0 else dmh[:, None]
+    if F.shape[1] == 0:
+        return (lambda X: X * dmh_col), (lambda X: X * dmh_col)
+    G = F * dmh_col                                                # D^{-1/2} F
+    s2, Vr = xp.linalg.eigh(G.T @ G)
+    keep = s2 > 1e-12 * xp.max(s2)
+    s2 = xp.where(keep, s2, 1.0)
+    Ur = (G @ Vr) / xp.sqrt(s2)[None, :]
+    shrink = xp.where(keep, 1.0 / xp.sqrt(1.0 + s2) - 1.0, 0.0)
+
+    def apply_C(X):
+        return X + Ur @ (shrink[:, None] * (Ur.T @ X))
+
+    return (lambda X: apply_C(X * dmh_col)), (lambda X: apply_C(X) * dmh_col)
+
+
+def _love_cache(A, M, start, k):
+    """Preconditioned LOVE: k Lanczos steps on ``B = W K_y W^T`` (``W`` whitens the
+    preconditioner, so B's spectrum clusters at 1) from ``W r``: ``B Q ~= Q T``. Then for
+    ``w = W k_*``,
+
+        k_*^T K_y^{-1} k_* = w^T B^{-1} w ~= |L_T^{-1} Q^T w|^2 + |w|^2 - |Q^T w|^2,
+
+    the Krylov part exact on span(Q) (Pleiss et al. 2018) and ``B^{-1} ~= I`` on its
+    complement (where the preconditioner already captured ``K_y``). O(n k) per test point."""
+    from gpnum.backend import cholesky
+
+    apply_W, apply_Wt = _whitener(M)
+
+    def B(X):
+        return apply_W(A @ apply_Wt(X))
+
+    xp = A.xp
+    lz = lanczos(B, apply_W(start[:, None])[:, 0], k)
+    L_T = cholesky(lz.tridiagonal())
+    return {"love_Q": lz.basis, "love_L": L_T, "love_W": apply_W}
+
+
+def _love_quad(state, Ks):
+    """``k_*^T K_y^{-1} k_*`` for the columns of ``Ks`` (n, b), from :func:`_love_cache`."""
+    xp = get_namespace(Ks)
+    w = state["love_W"](Ks)
+    a = state["love_Q"].T @ w                                      # (k, b)
+    c = solve_triangular(state["love_L"], a, lower=True)
+    return xp.sum(c * c, axis=0) + xp.sum(w * w, axis=0) - xp.sum(a * a, axis=0), c, w, a
+
+
+def predict(model, Xnew, state, full_cov):
+    xp = model.xp
+    high = xp.float64
+    m = Xnew.shape[0]
+    step = max(1, min(m, state["block"]))
+    means, proj = [], []
+    for s in range(0, m, step):
+        e = min(m, s + step)
+        Ks = xp.astype(model.kernel(model.X, Xnew[s:e, :]), high, copy=False)   # (n, b)
+        means.append(Ks.T @ state["alpha"])
+        proj.append(_love_quad(state, Ks) if not full_cov else _love_quad(state, Ks)[1:])
+    mean = means[0] if len(means) == 1 else xp.concat(means)
+    mean = model.mean + xp.astype(mean, model.dtype, copy=False)
+    if full_cov:
+        c, w, a = (xp.concat([p[i] for p in proj], axis=1) for i in range(3))
+        cov = (xp.astype(model.kernel(Xnew), high, copy=False)
+               - (c.T @ c + w.T @ w - a.T @ a))
+    else:
+        quad = xp.concat([p[0] for p in proj])
+        cov = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
+    return mean, xp.astype(cov, model.dtype, copy=False)
