@@ -1,5 +1,7 @@
 """Helpers shared by the benchmark modules: backends present here, data creation, syncing."""
 
+import os
+
 import numpy as np
 
 from gpnum import backend as B
@@ -37,3 +39,11 @@ def spd_matrix(m, seed=0, jitter=1e-2):
     K = (1 + d + d**2 / 3) * np.exp(-d)
     K[np.diag_indices(m)] += jitter
     return K
+
+
+def repeats(n):
+    """How many times a ``track_`` helper repeats a measurement: ``n``, capped by the
+    environment variable ``GPNUM_ASV_MAX_REPEATS`` when it is set (the smoke test,
+    tests/test_benchmarks_smoke.py, sets 1 to run each benchmark once; asv never sets it)."""
+    cap = os.environ.get("GPNUM_ASV_MAX_REPEATS")
+    return min(n, int(cap)) if cap else n

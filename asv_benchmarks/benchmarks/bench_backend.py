@@ -4,7 +4,7 @@ import time
 
 from gpnum import backend as B
 
-from ._common import available_backends, make, spd_matrix, sync
+from ._common import available_backends, make, spd_matrix, sync, repeats
 
 
 class CholeskySolve:
@@ -31,7 +31,7 @@ class CholeskySolve:
         """Cholesky time divided by one (m, m) x (m, 256) GEMM, measured in the same run."""
         def best(f, reps=5):
             ts = []
-            for _ in range(reps):
+            for _ in range(repeats(reps)):
                 t0 = time.perf_counter()
                 sync(f())
                 ts.append(time.perf_counter() - t0)

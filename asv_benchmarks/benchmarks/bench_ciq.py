@@ -9,7 +9,7 @@ from gpnum import backend as B
 from gpnum.ciq import inv_sqrt_matmul
 from gpnum.linalg import Dense
 
-from ._common import available_backends, make, spd_matrix, sync
+from ._common import available_backends, make, spd_matrix, sync, repeats
 
 
 def matern_jitter(m, seed=0, jitter=1e-4):
@@ -19,7 +19,7 @@ def matern_jitter(m, seed=0, jitter=1e-4):
 
 def _best(f, reps=3):
     ts = []
-    for _ in range(reps):
+    for _ in range(repeats(reps)):
         t0 = time.perf_counter()
         sync(f())
         ts.append(time.perf_counter() - t0)

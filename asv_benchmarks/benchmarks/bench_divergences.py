@@ -12,7 +12,7 @@ import time
 from gpnum import backend as B
 from gpnum import divergences as D
 
-from ._common import available_backends, make, spd_matrix, sync
+from ._common import available_backends, make, spd_matrix, sync, repeats
 
 FUNCTIONS = {
     "kl_mvn": (D.kl_mvn, D.kl_mvn_and_grad, {}),
@@ -28,7 +28,7 @@ FUNCTIONS = {
 def best(f, reps):
     """Minimum wall time of ``reps`` synchronised calls (other workers load the CPU)."""
     times = []
-    for _ in range(reps):
+    for _ in range(repeats(reps)):
         t0 = time.perf_counter()
         out = f()
         sync(out[0] if isinstance(out, tuple) else out)

@@ -14,13 +14,13 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.hmm import GaussianHMM, forward_backward, viterbi
 
-from ._common import available_backends, make, sync
+from ._common import available_backends, make, sync, repeats
 
 
 def _best(f, reps=3):
     """Minimum wall time of ``reps`` calls: other work on the machine only ever adds time."""
     times = []
-    for _ in range(reps):
+    for _ in range(repeats(reps)):
         t0 = time.perf_counter()
         sync(f())
         times.append(time.perf_counter() - t0)

@@ -10,7 +10,7 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.kernels import ArcCosine, Matern52
 
-from ._common import available_backends, make, sync
+from ._common import available_backends, make, sync, repeats
 
 M = 1000
 
@@ -30,7 +30,7 @@ def _best_pair(f, g, reps=15, clock=time.perf_counter):
     sync(f())
     sync(g())
     tf, tg = [], []
-    for _ in range(reps):
+    for _ in range(repeats(reps)):
         for fn, ts in ((f, tf), (g, tg)):
             t0 = clock()
             sync(fn())

@@ -12,7 +12,7 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.likelihoods import Bernoulli, Gaussian, RobustMax, StudentT
 
-from ._common import available_backends, make, sync
+from ._common import available_backends, make, sync, repeats
 
 _M_REF = 512
 _NUM_CLASSES = 10
@@ -32,7 +32,7 @@ def _build(name, xp, dt):
 def _best_pair(f, g, reps=15):
     """Minimum times of ``f`` and ``g``, run alternately so that both see the same load."""
     tf, tg = [], []
-    for _ in range(reps):
+    for _ in range(repeats(reps)):
         for fun, ts in ((f, tf), (g, tg)):
             t0 = time.perf_counter()
             fun()

@@ -20,7 +20,7 @@ from gpnum import backend as B
 from gpnum.errors import ConvergenceWarning
 from gpnum.linalg import Workspace, eigen_bounds, msminres, pcg
 
-from ._common import available_backends, make, spd_matrix, sync
+from ._common import available_backends, make, spd_matrix, sync, repeats as _repeats
 
 K_COLS = 256
 NUM_SHIFTS = 15
@@ -42,7 +42,7 @@ def ciq_shifts(lower, upper, q=NUM_SHIFTS):
 def best_of(f, repeats):
     """Minimum wall time of ``repeats`` calls of ``f`` (synchronised), and the last result."""
     times, out = [], None
-    for _ in range(repeats):
+    for _ in range(_repeats(repeats)):
         t0 = time.perf_counter()
         out = f()
         sync(out.x if hasattr(out, "x") else out)
@@ -85,7 +85,7 @@ class _Problem:
         self._solve(FIXED_ITERS)                      # warm-up
         gemm = []
         solve = []
-        for _ in range(3):
+        for _ in range(_repeats(3)):
             gemm.append(best_of(lambda: self.K @ self.B, 3)[0])
             solve.append(best_of(lambda: self._solve(FIXED_ITERS), 1)[0])
         return min(solve) / FIXED_ITERS / min(gemm)
@@ -98,7 +98,7 @@ class _Problem:
         self._solve(None, RTOL)                       # warm-up
         gemm = [best_of(lambda: self.K @ self.B, 5)[0]]
         solve = []
-        for _ in range(3):
+        for _ in range(_repeats(3)):
             t, res = best_of(lambda: self._solve(None, RTOL), 1)
             solve.append(t / res.num_iter)
             gemm.append(best_of(lambda: self.K @ self.B, 5)[0])
