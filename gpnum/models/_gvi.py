@@ -120,6 +120,9 @@ class GVI(ComposedParameters):
                     "q_var", "q_log_var")
     _positive = ("q_var",)
     full_batch = False
+    #: What :meth:`objective_and_grad` returns (expected log-likelihood minus a divergence that
+    #: need not be a KL), for progress displays.
+    objective_name = "objective"
 
     def __init__(self, kernel, likelihood, inducing_points, *, num_data,
                  divergence="wasserstein", mode="prior", variational_kernel="svgp-cholesky",
@@ -329,9 +332,18 @@ class GVI(ComposedParameters):
         xp = self.xp
         Z = self.inducing_points
         Kzz = xp.astype(self.kernel(Z), xp.float64, copy=False)
-        out = {"Lzz": cholesky(Kzz, shift=self.jitter, jitter=max(self.jitter, 1e-12) * 10.0)}
+        m = Z.shape[0]
+        try:
+            out = {"Lzz": cholesky(Kzz, shift=self.jitter)}
+        except NotPSDError as exc:
+            raise self._not_psd(f"the fixed regulariser's K_ZZ + jitter I (m = {m}, jitter = "
+                                f"{self.jitter:g})", exc) from None
         if self.mode == "posterior":
-            Lp = cholesky(Kzz, shift=self.regulariser_noise)
+            try:
+                Lp = cholesky(Kzz, shift=self.regulariser_noise)
+            except NotPSDError as exc:
+                raise self._not_psd(f"the posterior regulariser's K_ZZ + noise I (m = {m}, "
+                                    f"noise {self.regulariser_noise:g})", exc) from None
             r = xp.astype(self.inducing_targets, xp.float64, copy=False) - self.prior_mean
             a = solve_triangular(Lp, solve_triangular(Lp, r, lower=True), lower=True, trans=True)
             out["Lp"], out["alpha_p"] = Lp, xp.astype(a, self.dtype, copy=False)
