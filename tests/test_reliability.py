@@ -226,3 +226,33 @@ def test_campaign_quick_subset_has_no_traceback(tmp_path):
                            str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "traceback 0" in proc.stdout
+
+
+def test_public_functions_taking_scalars_accept_python_numbers():
+    # The audit of issue 31: each call with Python numbers against a closed form.
+    from gpnum import divergences as Dv
+    from gpnum.linalg import Diagonal
+
+    mq, vq, mp, vp = 0.3, 0.5, -0.2, 2.0
+    kl = np.log(np.sqrt(vp / vq)) + (vq + (mq - mp) ** 2) / (2 * vp) - 0.5
+    np.testing.assert_allclose(float(Dv.kl_normal(mq, vq, mp, vp)), kl, rtol=1e-12)
+    w2 = (mq - mp) ** 2 + (np.sqrt(vp) - np.sqrt(vq)) ** 2
+    np.testing.assert_allclose(float(Dv.wasserstein_normal(mq, vq, mp, vp)), w2, rtol=1e-12)
+    # numbers mixed with arrays take the arrays' shape
+    v = np.asarray(Dv.kl_normal(np.array([mq, mq]), vq, mp, np.array([vp, vp]),
+                                reduction="none"))
+    np.testing.assert_allclose(v, [kl, kl], rtol=1e-12)
+    # a scalar cotangent: d KL / d mq = (mq - mp) / vp, times 3
+    g = Dv.kl_normal_vjp(3.0, np.array([mq]), np.array([vq]), np.array([mp]), np.array([vp]))
+    np.testing.assert_allclose(np.asarray(g["mq"]), [3.0 * (mq - mp) / vp], rtol=1e-12)
+    # the Renyi order as a 0-d array
+    r1 = float(Dv.renyi_normal(np.array([mq]), np.array([vq]), np.array([mp]), np.array([vp]),
+                               alpha=np.asarray(0.5)))
+    r2 = float(Dv.renyi_normal(np.array([mq]), np.array([vq]), np.array([mp]), np.array([vp]),
+                               alpha=0.5))
+    assert r1 == r2
+    # a constant diagonal from a Python number
+    np.testing.assert_allclose(np.asarray(Diagonal(2.5, 3) @ np.ones((3, 1))), 2.5 * np.ones((3, 1)))
+    m = gpnum.GVI(Matern52(lengthscale=1.0), Gaussian(), np.zeros((2, 1)), num_data=10,
+                  divergence="projected-renyi", alpha=np.asarray(0.25))
+    assert m.alpha == 0.25

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import asarray, cholesky, solve_triangular
+from gpnum.backend import asarray, cholesky, is_array, solve_triangular
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -140,8 +140,11 @@ class GVI(ComposedParameters):
         if variational_mean not in VARIATIONAL_MEANS:
             raise ValueError(f"variational_mean: expected one of {', '.join(VARIATIONAL_MEANS)}, "
                              f"got {variational_mean!r}")
+        if is_array(alpha) and getattr(alpha, "ndim", None) == 0:
+            alpha = float(alpha)  # a 0-d array: a hyper-parameter, read once
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise TypeError(f"alpha: expected a real number, got {type(alpha).__name__}")
+            raise TypeError(f"alpha: expected a real number or a 0-d array, got "
+                            f"{type(alpha).__name__}")
         alpha = float(alpha)
         if not (0.0 < alpha < math.inf) or alpha == 1.0:
             raise ValueError(f"alpha: the Renyi order must lie in (0, 1) or (1, inf) (alpha = 1 "
