@@ -256,3 +256,59 @@ def test_public_functions_taking_scalars_accept_python_numbers():
     m = gpnum.GVI(Matern52(lengthscale=1.0), Gaussian(), np.zeros((2, 1)), num_data=10,
                   divergence="projected-renyi", alpha=np.asarray(0.25))
     assert m.alpha == 0.25
+
+
+# ------------------------------------------------------------------- damaged files, one line
+def _small_checkpoint(path):
+    m = gpnum.SVGP(Matern52(lengthscale=1.0), Gaussian(), np.arange(3.0)[:, None], num_data=10)
+    gpnum.checkpoint.save(m, path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("damage", ["half", "tail", "empty", "crc", "pickle"])
+def test_damaged_checkpoints_give_one_line_errors(tmp_path, damage):
+    good = _small_checkpoint(tmp_path / "good.npz")
+    blob = {"half": good[: len(good) // 2], "tail": good[:-10], "empty": b"",
+            "crc": good[: len(good) // 3] + b"\0" * 8 + good[len(good) // 3 + 8:],
+            "pickle": None}[damage]
+    path = tmp_path / "bad.npz"
+    if damage == "pickle":
+        np.savez(path, config=np.array([{"a": 1}], dtype=object))
+    else:
+        path.write_bytes(blob)
+    with pytest.raises(ValueError) as info:
+        gpnum.checkpoint.load(path)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: not a readable gpnum checkpoint (")
+    assert "allow_pickle" not in msg
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("a,b,y\n1,2,3\n4,x,6\n7,8,9\n", "line 3, column 2 ('b'): expected a number, got 'x'"),
+    ("", "expected a table of numbers, got an empty file"),
+    ("a,b,y\n", "expected at least one row of data after the header, got none"),
+])
+def test_cli_bad_csv_is_one_line_error(tmp_path, capsys, content, expected):
+    from gpnum.cli import main
+
+    path = tmp_path / "data.csv"
+    path.write_text(content)
+    status = main(["fit", "--csv", str(path), "--epochs", "1", "--no-progress",
+                   "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert err == [f"gpnum: error: {path}: {expected}"]
+
+
+def test_cli_truncated_checkpoint_is_one_line_error(tmp_path, capsys):
+    from gpnum.cli import main
+
+    good = _small_checkpoint(tmp_path / "good.npz")
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(good[: len(good) // 2])
+    status = main(["fit", "--dataset", "energy", "--resume", str(bad), "--epochs", "1",
+                   "--no-progress", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1
+    assert err[0].startswith(f"gpnum: error: {bad}: not a readable gpnum checkpoint")
