@@ -157,7 +157,8 @@ class GPR(FullBatchGaussianModel):
                  * xp.eye(n, dtype=high, device=self._device))
         # A new array: the gram's backward pass may read K, which must stay unmodified.
         try:
-            L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter)
+            L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter,
+                         what="GPR's K + noise variance I")
         except NotPSDError as exc:
             raise self._not_psd(f"K + noise variance I (n = {n}, noise variance "
                                 f"{float(self.likelihood.variance):.3g})", exc) from None

@@ -337,7 +337,7 @@ class GVI(ComposedParameters):
         Kzz = xp.astype(self.kernel(Z), xp.float64, copy=False)
         m = Z.shape[0]
         try:
-            out = {"Lzz": cholesky(Kzz, shift=self.jitter)}
+            out = {"Lzz": cholesky(Kzz, shift=self.jitter, what="GVI's fixed K_ZZ")}
         except NotPSDError as exc:
             raise self._not_psd(f"the fixed regulariser's K_ZZ + jitter I (m = {m}, jitter = "
                                 f"{self.jitter:g})", exc) from None

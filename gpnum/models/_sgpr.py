@@ -146,7 +146,8 @@ class SGPR(FullBatchGaussianModel):
             kzz_vjp = kzx_vjp = None
         # The jitter as cholesky's shift: K_ZZ itself stays unmodified for the backward pass.
         try:
-            L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter)
+            L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter,
+                         what="SGPR's K_ZZ")
         except NotPSDError as exc:
             raise self._not_psd(f"K_ZZ + jitter I (m = {Z.shape[0]}, jitter = "
                                 f"{self.jitter:g})", exc) from None

@@ -64,7 +64,7 @@ class CholeskyWhitening:
             L = reuse
         else:
             # The jitter as cholesky's shift: added in its own copy, no (m, m) temporaries.
-            L = cholesky(xp.astype(Kzz, high, copy=False), shift=jitter)
+            L = cholesky(xp.astype(Kzz, high, copy=False), shift=jitter, what="K_ZZ")
         A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
                       Kzx.dtype, copy=False)
         return A, {"L": L}

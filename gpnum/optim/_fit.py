@@ -417,17 +417,29 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
         return out
 
     def objective(x):
+        # The start is evaluated unprotected, so that a genuine error (bad data, a bug) is
+        # raised, not hidden as an infinitely bad point.
+        first = not last.get("started")
+        last["started"] = True
         try:
             # A trial point can be refused (a parameter that is not finite, or a value the
             # model rejects): like a non-PSD one below, it is infinitely bad, never an error.
             model.set_unconstrained(unflatten(x))
         except ValueError:
+            if first:
+                raise
             return np.inf, np.zeros_like(x)
         try:
             value, grads = model.objective_and_grad(X, y, validate=False)
         except NotPSDError:
             # A trial point past the positive-definite region (e.g. a noise variance driven
             # towards 0): infinitely bad, so that the line search backs off from it.
+            return np.inf, np.zeros_like(x)
+        except ValueError:
+            # A trial point whose kernel matrix overflowed (float32 with an extreme
+            # lengthscale or variance gives Inf or NaN entries): as bad as a non-finite value.
+            if first:
+                raise
             return np.inf, np.zeros_like(x)
         g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
         v = float(value)
