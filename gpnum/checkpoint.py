@@ -24,6 +24,7 @@ import zipfile
 import numpy as np
 
 from gpnum import backend as B
+from gpnum.errors import ShapeError
 
 __all__ = ["save", "load", "model_state", "model_from_state", "FORMAT_VERSION"]
 
@@ -183,7 +184,7 @@ def model_from_state(config, arrays, *, xp=None, device=None, where="model state
     model = cls.from_config(kernel, likelihood, own, config["settings"], data)
     expected = {k for k in model.parameters() if "." not in k}
     if set(own) != expected:
-        raise ValueError(f"parameters {sorted(own)} do not match the model's "
+        raise ValueError(f"{where}: parameters {sorted(own)} do not match the model's "
                          f"{sorted(expected)}")
     model.set_parameters(own)
     return model
@@ -268,8 +269,12 @@ def load(path, *, xp=None, device=None):
         with np.load(path, allow_pickle=False) as f:
             files = {k: f[k] for k in f.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable gpnum checkpoint ({type(exc).__name__}: "
-                         f"{exc})") from exc
+        # NumPy's own advice for pickled data (load it unsafely) is wrong here: a gpnum
+        # checkpoint never holds pickles, so such a file is not one.
+        why = ("it holds pickled objects, which gpnum checkpoints never do"
+               if "pickle" in str(exc) else f"{type(exc).__name__}: {exc}")
+        raise ValueError(f"{path}: not a readable gpnum checkpoint ({why}; truncated or "
+                         f"corrupt files cannot be resumed: save again)") from None
     if "config" not in files:
         raise ValueError(f"{path}: not a gpnum checkpoint (no 'config' entry)")
     try:
@@ -309,6 +314,7 @@ def load(path, *, xp=None, device=None):
                 epoch=training["epoch"], step=training["step"], rng_state=training["rng_state"],
                 adam=adam, ngd=ngd, seed=training["seed"], fixed=tuple(training["fixed"]),
                 schedule=training.get("schedule"))
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: checkpoint does not match its configuration ({exc!r})") from exc
+    except (KeyError, TypeError, ShapeError) as exc:
+        raise ValueError(f"{path}: checkpoint does not match its configuration "
+                         f"({type(exc).__name__}: {exc})") from None
     return model

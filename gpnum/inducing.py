@@ -52,9 +52,18 @@ def _check_count(value, name, *, low, high=None, high_what=None):
 
 
 # ----------------------------------------------------------------------------------- k-means
+def _near_tol(xp, Xc):
+    """Squared distance below which two points count as the same (near-duplicates): ``sqrt(eps)``
+    of the dtype times the mean squared norm of the centred rows (1.5e-8 in float64, 3.5e-4 in
+    float32, relative), as a 0-d array. Two inducing points that close make ``K_ZZ`` singular to
+    working precision whatever the lengthscale."""
+    eps = float(xp.finfo(Xc.dtype).eps)
+    return (eps ** 0.5) * xp.mean(xp.sum(Xc * Xc, axis=1))
+
+
 def _kmeanspp(xp, Xc, m, rng):
     """k-means++ seeding: the indices (m,) of the chosen rows, and how many of the rows are
-    distinct if fewer than ``m`` (else None).
+    distinguishable (further apart than :func:`_near_tol`) if fewer than ``m`` (else None).
 
     Each new centre is row ``i`` with probability ``D_i / sum(D)``, ``D_i`` the squared distance
     from row ``i`` to its nearest chosen centre. Memory O(n); one host synchronisation.
@@ -67,7 +76,13 @@ def _kmeanspp(xp, Xc, m, rng):
     u = rng.uniform((m,), dtype=Xc.dtype)
     # Differences, not the |x|^2 - 2 x.c + |c|^2 expansion: D_i is then exactly 0 for copies of
     # a chosen centre, which is what makes the count of distinct rows exact.
-    D = xp.sum((Xc - xp.take(Xc, picks[0], axis=0)) ** 2, axis=1)
+    tol = _near_tol(xp, Xc)
+
+    def gap(i):  # squared distances to row i, 0 for its near-duplicates: never picked
+        D_i = xp.sum((Xc - xp.take(Xc, i, axis=0)) ** 2, axis=1)
+        return xp.where(D_i > tol, D_i, xp.zeros_like(D_i))
+
+    D = gap(picks[0])
     totals = []
     for j in range(1, m):
         cum = xp.cumulative_sum(D)
@@ -79,7 +94,7 @@ def _kmeanspp(xp, Xc, m, rng):
         last = xp.max(xp.where(D > 0.0, rows, no_row))
         i = xp.clip(xp.minimum(i, last), 0, n - 1)
         picks.append(i)
-        D = xp.minimum(D, xp.sum((Xc - xp.take(Xc, i, axis=0)) ** 2, axis=1))
+        D = xp.minimum(D, gap(i))
     idx = xp.concat(picks)
     if totals:
         totals = xp.stack(totals)
@@ -198,6 +213,7 @@ def kmeans(X, m, *, seed, num_iter=50, tol=1e-4, chunk_size=None):
                          f"but X (shape {describe_shape(X.shape)}) has only {distinct} distinct "
                          "rows")
     C = xp.take(Xc, idx, axis=0)
+    seeds = C
 
     shift_tol = tol * xp.mean(Xc * Xc)  # tol times the mean column variance
     Xc1 = xp.concat([Xc, xp.ones((n, 1), dtype=X.dtype, device=dev)], axis=1)
@@ -211,7 +227,41 @@ def kmeans(X, m, *, seed, num_iter=50, tol=1e-4, chunk_size=None):
                 C = C_new
                 break
         C, previous = C_new, labels
-    return C + mean
+    return _separate_centres(xp, C, seeds, Xc) + mean
+
+
+def _sq_dists(xp, A, B):
+    """Squared distances (n1, n2) by the expansion (its error, eps |a|^2, is far below the
+    near-duplicate tolerance of :func:`_near_tol`)."""
+    na = xp.sum(A * A, axis=1)
+    nb = xp.sum(B * B, axis=1)
+    return xp.clip(na[:, None] + nb[None, :] - 2.0 * (A @ B.T), min=0.0)
+
+
+def _separate_centres(xp, C, seeds, Xc):
+    """``C`` with any centre that has become a near-duplicate of an earlier one (Lloyd can
+    move two centres into one tight cluster) replaced by its k-means++ seed, a row of ``X`` at
+    least :func:`_near_tol` away from every other seed; if that still collides, by the row of
+    ``X`` farthest from all centres. One host synchronisation when nothing collides."""
+    tol = _near_tol(xp, Xc)
+    m = C.shape[0]
+    if m < 2:
+        return C
+    dev = device_of(C)
+    upper = xp.arange(m, device=dev)[:, None] < xp.arange(m, device=dev)[None, :]
+    for _ in range(2 * m):
+        D = _sq_dists(xp, C, C)
+        close = (D <= tol) & upper
+        if not bool(xp.any(close)):
+            return C
+        j = int(xp.argmax(xp.astype(xp.any(close, axis=0), xp.int32)))  # the later of a pair
+        cand = seeds[j:j + 1, :]
+        if bool(xp.any(xp.sum((C - cand) ** 2, axis=1) <= tol)):
+            far = xp.min(_sq_dists(xp, Xc, C), axis=1)
+            cand = xp.take(Xc, xp.reshape(xp.argmax(far), (1,)), axis=0)
+        rows = xp.arange(m, device=dev)[:, None] == j
+        C = xp.where(rows, cand, C)
+    return C
 
 
 # ------------------------------------------------------------------------- greedy variance
@@ -231,8 +281,9 @@ def greedy_variance(X, m, kernel, *, threshold=0.0):
 
     - the residual trace ``tr(K - Q)`` is at most ``threshold`` (the points chosen so far are
       good enough by Burt et al.'s criterion); or
-    - the largest residual variance falls to rounding level, ``m * eps * max(diag)``: the
-      remaining points are (numerically) in the span of the chosen ones, e.g. duplicates. This
+    - the largest residual variance falls to ``max(m eps, sqrt(eps)) max(diag)``: the
+      remaining points are (numerically) in the span of the chosen ones, e.g. duplicates or
+      near-duplicates, whose addition would make ``K_ZZ`` singular to working precision. This
       case warns, since the caller asked for more points than the data can support.
 
     At least one point is always returned.
@@ -280,7 +331,10 @@ def greedy_variance(X, m, kernel, *, threshold=0.0):
         raise ValueError("kernel.diag(X): expected variances >= 0, got negative values; "
                          "kernel is not a covariance function")
     eps = float(xp.finfo(X.dtype).eps)
-    tiny = (m * eps) * xp.max(diag)
+    # A point whose residual variance is below sqrt(eps) of the largest prior variance is a
+    # near-duplicate of the chosen ones (or in their span): taking it would make K_ZZ
+    # singular to working precision.
+    tiny = max(m * eps, eps ** 0.5) * xp.max(diag)
 
     rows = xp.arange(n, dtype=xp.int64, device=dev)
     L = xp.zeros((n, m), dtype=X.dtype, device=dev)

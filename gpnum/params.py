@@ -6,7 +6,8 @@ on *unconstrained* values. Positive parameters use the softplus transform
 
     value = softplus(u) = log(1 + exp(u)),        u = value + log(-expm1(-value)),
 
-whose derivative ``d value / d u = sigmoid(u) = -expm1(-value)`` needs only the natural value, so
+(floored at the dtype's smallest normal number, so that it never underflows to 0), whose
+derivative ``d value / d u = sigmoid(u) = -expm1(-value)`` needs only the natural value, so
 :meth:`Parameterised.grad_to_unconstrained` turns natural gradients into unconstrained ones
 without keeping ``u`` around. Softplus (not log) keeps steps linear for large values, which suits
 Adam; its inverse is computed in a form that stays finite from 1e-30 to 1e30.
@@ -21,9 +22,17 @@ __all__ = ["softplus", "softplus_inverse", "softplus_grad", "Parameterised"]
 
 
 def softplus(u):
-    """``log(1 + exp(u))``, elementwise and overflow-free."""
+    """``log(1 + exp(u))``, elementwise and overflow-free, floored at the smallest normal number.
+
+    For ``u`` below about -745 (float64; -103 in float32) ``log(1 + exp(u))`` underflows to 0,
+    which is not a positive value: an optimiser's trial point there (L-BFGS-B's line search
+    tries far points) would be refused by the positivity check. The floor, the dtype's smallest
+    normal number, keeps the transform's image positive (GPflow's positive bijector has a
+    lower bound for the same reason) and changes nothing where softplus does not underflow.
+    """
     xp = get_namespace(u)
-    return xp.logaddexp(xp.zeros_like(u), u)
+    tiny = float(xp.finfo(u.dtype).smallest_normal)
+    return xp.clip(xp.logaddexp(xp.zeros_like(u), u), min=tiny)
 
 
 def softplus_inverse(value):

@@ -144,11 +144,35 @@ def test_cholesky_adds_jitter_to_singular_psd(to_xp, dtype, xp):
     U = rng.standard_normal((20, 5))
     A = U @ U.T  # rank 5: positive semi-definite, singular
     L, j = B.cholesky(to_xp(A), return_jitter=True)
+    # The jitter scales with the mean diagonal: max(n, 10) eps s, 10x that, ... up to 1e-6 s
+    # (float64) or 1e-3 s (float32).
+    s = float(np.mean(np.diag(A)))
+    eps = float(np.finfo(np.float32 if dtype == xp.float32 else np.float64).eps)
+    first = 20 * eps * s
     assert j > 0.0
-    expected_first = 1e-6 if dtype == xp.float32 else 1e-8
-    assert j >= expected_first
+    ratio = np.log10(j / first)
+    assert abs(ratio - round(ratio)) < 1e-5 and round(ratio) >= 0
+    assert j <= (1e-3 if dtype == xp.float32 else 1e-6) * s * 10.0
     Ln = B.to_numpy(L).astype(np.float64)
     np.testing.assert_allclose(Ln @ Ln.T, A + j * np.eye(20), atol=1e-3 if j > 1e-7 else 1e-9)
+
+
+def test_cholesky_jitter_scales_with_the_matrix(to_xp):
+    # The same singular matrix times 1e6 needs a 1e6 times larger jitter: the escalation is
+    # relative to the diagonal, so both factorise, with jitters in the ratio of the scales.
+    rng = np.random.default_rng(2)
+    U = rng.standard_normal((30, 4))
+    A = U @ U.T
+    _, j1 = B.cholesky(to_xp(A), return_jitter=True)
+    _, j2 = B.cholesky(to_xp(1e6 * A), return_jitter=True)
+    assert j1 > 0.0 and j2 > 0.0
+    assert 1e4 <= j2 / j1 <= 1e8
+
+
+def test_cholesky_names_the_matrix_and_the_fix(to_xp):
+    with pytest.raises(NotPSDError, match=r"^K_ZZ of size 2 x 2 is not positive definite.*"
+                                          r"x the mean diagonal.*; raise the jitter$"):
+        B.cholesky(to_xp(np.diag([1.0, -1.0])), what="K_ZZ", hint="raise the jitter")
 
 
 def test_cholesky_not_psd_names_jitter_and_size(to_xp):

@@ -103,9 +103,13 @@ def test_renyi_alpha_errors(mvn):
         with pytest.raises(ValueError, match=r"alpha: expected a finite number > 0"):
             D.renyi_normal(c(mq), c(np.diag(Sq).copy()), c(mp), c(np.diag(Sp).copy()),
                                alpha=alpha)
-    for alpha in ("0.5", True, c(np.array(0.5))):
+    for alpha in ("0.5", True):
         with pytest.raises(TypeError, match=r"alpha: expected a"):
             D.renyi_mvn_and_grad(*args, alpha=alpha)
+    # a 0-d array is a scalar (issue 31), a 1-d one is not
+    assert float(D.renyi_mvn(*args, alpha=c(np.array(0.5)))) == float(D.renyi_mvn(*args, alpha=0.5))
+    with pytest.raises(ShapeError, match=r"alpha: expected a number or a 0-d array"):
+        D.renyi_mvn(*args, alpha=c(np.array([0.5])))
     # alpha > 1 beyond the largest eigenvalue of Sp^{-1} Sq: infinite divergence, with the bound;
     # Sq scaled so the bound falls in the Cholesky (alpha >= 5/4) and the spectral range in turn
     for scale in (0.5, 6.0):

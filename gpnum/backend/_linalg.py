@@ -25,6 +25,7 @@ __all__ = [
     "triangular_matmul",
     "cho_solve",
     "default_jitter",
+    "relative_jitter",
 ]
 
 
@@ -216,12 +217,41 @@ def _raw_cholesky(xp, A, shift=0.0):
     return L
 
 
-def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries: int = 3,
-             return_jitter: bool = False):
+def relative_jitter(dtype, xp, n: int) -> float:
+    """First jitter tried by :func:`cholesky`, relative to the mean of the matrix's diagonal.
+
+    ``max(n, 10) * eps`` of the dtype: the size of the round-off that can push the smallest
+    eigenvalue of an (n, n) positive semi-definite matrix below zero (about ``n eps ||A||``;
+    float64 ``2.2e-14 n``, float32 ``1.2e-7 n``).
+    """
+    eps = 2.220446049250313e-16 if dtype == xp.float64 else 1.1920928955078125e-07
+    return max(int(n), 10) * eps
+
+
+#: Largest jitter :func:`cholesky` tries by default, relative to the mean of the diagonal: past
+#: it the matrix is not "positive definite up to round-off" and adding more would change the
+#: model rather than its numerics.
+_MAX_RELATIVE_JITTER = {"float64": 1e-6, "float32": 1e-3}
+
+
+def _diag_scale(xp, A, shift):
+    """Mean of ``diag(A)`` plus ``shift``, as a host float; 1.0 when that is not positive."""
+    scale = float(xp.mean(xp.linalg.diagonal(A))) + shift
+    return scale if (scale > 0.0 and math.isfinite(scale)) else 1.0
+
+
+def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries=None,
+             return_jitter: bool = False, what=None, hint=None):
     """Lower Cholesky factor of a symmetric positive-definite matrix, adding jitter if needed.
 
-    First factorises ``A + shift I``; if that fails, retries with ``A + (shift + j) I`` for
-    ``j = jitter, 10 jitter, 100 jitter, ...`` (``max_tries`` retries in all).
+    First factorises ``A + shift I``; if that fails, retries with ``A + (shift + j) I`` for an
+    escalating jitter ``j = j0, 10 j0, 100 j0, ...``. By default the jitter scales with the
+    matrix: ``j0 = max(n, 10) eps s`` with ``s`` the mean of the diagonal of ``A + shift I``
+    and ``eps`` the dtype's machine epsilon (:func:`relative_jitter`), and retries go on while
+    ``j <= 1e-6 s`` (float64) or ``1e-3 s`` (float32). An absolute jitter fixed for all
+    matrices would be too large for a kernel with a small variance and too small for one with
+    a large variance (a 100 x 100 kernel matrix with variance 1e3 and near-duplicate inputs
+    needs more than 1e-3).
 
     Parameters
     ----------
@@ -231,12 +261,16 @@ def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries: int = 3,
         Added to the diagonal from the start (a model's fixed jitter), without an (n, n)
         temporary on NumPy. Default 0.
     jitter : float, optional
-        First diagonal jitter tried after a failure, absolute. Default 1e-6 for float32 and 1e-8
-        for float64.
-    max_tries : int
-        Number of jittered retries (0 disables jitter).
+        First jitter tried after a failure, absolute. Default: relative to the diagonal, above.
+    max_tries : int, optional
+        Number of jittered retries (0 disables jitter). Default: as many as the escalation to
+        the relative ceiling above takes (9 in float64 for n <= 10).
     return_jitter : bool
         Also return the jitter that was added on top of ``shift`` (0.0 when none was needed).
+    what : str, optional
+        What the matrix is (which model, which parameters), for the error message.
+    hint : str, optional
+        The option that fixes a failure, for the error message.
 
     Returns
     -------
@@ -248,14 +282,16 @@ def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries: int = 3,
     Raises
     ------
     NotPSDError
-        If every try fails; the message names the largest jitter tried and the size.
+        If every try fails; the message names the matrix (``what``), its size, the largest
+        jitter tried and the fix (``hint``).
     ValueError
         If ``A`` holds NaN or Inf, or is not square.
     """
     xp = get_namespace(A)
     _check_square(A)
-    check_finite(xp, A, "A")
-    if max_tries < 0:
+    check_finite(xp, A, "A" if what is None else what)
+    if max_tries is not None and (isinstance(max_tries, bool) or int(max_tries) != max_tries
+                                  or max_tries < 0):
         raise ValueError(f"max_tries: expected an integer >= 0, got {max_tries!r}")
     shift = float(shift)
     if not (shift >= 0.0 and math.isfinite(shift)):
@@ -263,22 +299,34 @@ def cholesky(A, *, shift: float = 0.0, jitter=None, max_tries: int = 3,
     L = _raw_cholesky(xp, A, shift)
     added = 0.0
     if L is None:
-        j0 = default_jitter(A.dtype, xp) if jitter is None else float(jitter)
-        if not j0 > 0.0:
-            raise ValueError(f"jitter: expected a number > 0, got {jitter!r}")
         n = A.shape[0]
-        for t in range(max_tries):
+        scale = _diag_scale(xp, A, shift)
+        if jitter is None:
+            j0 = relative_jitter(A.dtype, xp, n) * scale
+        else:
+            j0 = float(jitter)
+            if not (j0 > 0.0 and math.isfinite(j0)):
+                raise ValueError(f"jitter: expected a finite number > 0, got {jitter!r}")
+        if max_tries is None:
+            ceiling = _MAX_RELATIVE_JITTER["float64" if A.dtype == xp.float64 else "float32"]
+            ceiling = max(ceiling * scale, j0)
+            max_tries = 1 + max(0, int(math.floor(math.log10(ceiling / j0) + 1e-9)))
+        for t in range(int(max_tries)):
             added = j0 * 10.0**t
             L = _raw_cholesky(xp, A, shift + added)
             if L is not None:
                 break
         if L is None:
-            tried = f"up to {added:.1e}" if max_tries else "none (max_tries=0)"
+            tried = (f"up to {added:.1e} ({added / scale:.1e} x the mean diagonal {scale:.3g})"
+                     if max_tries else "none (max_tries=0)")
             base = f" on top of a diagonal shift of {shift:.1e}" if shift else ""
+            name = "matrix" if what is None else what
+            fix = hint if hint is not None else (
+                "check the matrix (duplicate inputs, too small a noise variance) or pass a "
+                "larger jitter")
             raise NotPSDError(
-                f"matrix of size {n} x {n} is not positive definite: Cholesky failed with jitter "
-                f"{tried} added to the diagonal{base}. Check the matrix (duplicate inputs, too "
-                f"small a noise variance) or pass a larger jitter."
+                f"{name} of size {n} x {n} is not positive definite: Cholesky failed with "
+                f"jitter {tried} added to the diagonal{base}; {fix}"
             )
     return (L, added) if return_jitter else L
 

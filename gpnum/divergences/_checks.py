@@ -77,9 +77,16 @@ def check_same_shape(x, name, like, like_name):
 
 
 def check_alpha(alpha):
-    """Renyi order: a finite real number > 0 (a Python or NumPy scalar), returned as ``float``."""
+    """Renyi order: a finite real number > 0 (a Python or NumPy scalar, or a 0-d array),
+    returned as ``float``."""
+    if is_array(alpha) and not isinstance(alpha, numbers.Real):
+        if alpha.ndim != 0:
+            raise ShapeError(f"alpha: expected a number or a 0-d array, got shape "
+                             f"{describe_shape(alpha.shape)}")
+        alpha = float(alpha)
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise TypeError(f"alpha: expected a Python real number, got {type(alpha).__name__}")
+        raise TypeError(f"alpha: expected a real number or a 0-d array, got "
+                        f"{type(alpha).__name__}")
     a = float(alpha)
     if not (a > 0.0 and a < float("inf")):
         raise ValueError(f"alpha: expected a finite number > 0 (the Renyi order; alpha = 1 is the "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import to_numpy
+from gpnum.backend import default_dtype, device_of, get_namespace, is_array, namespace, to_numpy
 from gpnum.divergences._checks import check_alpha, check_same_shape, namespace_of, validate as _validate
 from gpnum.errors import ShapeError, describe_shape
 
@@ -39,6 +39,20 @@ _LOG2 = math.log(2.0)
 # shared plumbing
 
 
+def _numbers_as_arrays(*args):
+    """Python numbers among the arguments as arrays of the shape, namespace, dtype and device
+    of the first array argument (0-d arrays of the default namespace when all are numbers)."""
+    ref = next((a for a in args if is_array(a)), None)
+    if ref is None:
+        xp = namespace()
+        shape, dtype, device = (), default_dtype(xp), None
+    else:
+        xp = get_namespace(ref)
+        shape, dtype, device = tuple(ref.shape), ref.dtype, device_of(ref)
+    return [xp.full(shape, float(a), dtype=dtype, device=device)
+            if isinstance(a, (int, float)) and not isinstance(a, bool) else a for a in args]
+
+
 def _args(mq, vq, mp, vp, validate):
     xp, _ = namespace_of({"mq": mq, "vq": vq, "mp": mp, "vp": vp})
     for name, a in (("vq", vq), ("mp", mp), ("vp", vp)):
@@ -55,6 +69,7 @@ def _check_reduction(reduction):
 
 def _evaluate(core, mq, vq, mp, vp, reduction, validate, want_grad, **kw):
     _check_reduction(reduction)
+    mq, vq, mp, vp = _numbers_as_arrays(mq, vq, mp, vp)
     xp = _args(mq, vq, mp, vp, validate)
     values, partials = core(xp, mq, vq, mp, vp, want_grad, validate, **kw)
     if reduction == "none":
@@ -70,6 +85,8 @@ def _evaluate(core, mq, vq, mp, vp, reduction, validate, want_grad, **kw):
 
 
 def _vjp(core, cotangent, mq, vq, mp, vp, validate, **kw):
+    mq, vq, mp, vp = _numbers_as_arrays(mq, vq, mp, vp)
+    cotangent = _numbers_as_arrays(mq, cotangent)[1]
     xp = _args(mq, vq, mp, vp, validate)
     if tuple(cotangent.shape) != tuple(mq.shape):
         raise ShapeError(f"cotangent: expected shape {describe_shape(mq.shape)} like mq, got "

@@ -78,6 +78,23 @@ def sqdist(A, B=None, *, exact=None):
             r2 += diff
         return r2
     Ac, Bc = _centred(A, B)
+    # Columns whose spread dominates (a tiny ARD lengthscale scales one column up by orders of
+    # magnitude) would make the expansion's error eps |a|^2 exceed the other columns'
+    # contribution, and the matrix lose positive-definiteness: those columns are formed
+    # exactly, the rest by the expansion.
+    spread = xp.max(Ac * Ac, axis=0) + xp.max(Bc * Bc, axis=0)
+    dominant = _dominant_columns(xp, spread)
+    r2_exact = None
+    if dominant:
+        keep = [j for j in range(d) if j not in dominant]
+        r2_exact = sqdist(xp.take(A, xp.asarray(dominant, device=device_of(A)), axis=1),
+                          None if same else xp.take(Bm, xp.asarray(dominant, device=device_of(A)),
+                                                    axis=1), exact=True)
+        if not keep:
+            return r2_exact
+        idx = xp.asarray(keep, device=device_of(A))
+        Ac, Bc = xp.take(Ac, idx, axis=1), xp.take(Bc, idx, axis=1)
+        d = len(keep)
     # Soft threshold: subtract the rounding-error bound tau = c (|a|^2 + |b|^2) of the
     # expansion, then clamp at 0. Coincident rows (error below tau) give exactly 0, negative
     # values cannot occur, and the shift is within the error of the expansion itself.
@@ -95,7 +112,32 @@ def sqdist(A, B=None, *, exact=None):
     r2 = xp.clip(r2, 0.0, None)
     if same:
         r2 = xp.where(_eye_mask(xp, A.shape[0], device_of(A)), xp.zeros_like(r2), r2)
+    if r2_exact is not None:
+        r2 = r2 + r2_exact
     return r2
+
+
+#: A column is formed exactly when its squared spread exceeds this many times the sum of the
+#: other columns' (then the expansion's error on it would be larger than ~eps x 1e3 of theirs).
+_DOMINANT_RATIO = 1e3
+
+
+def _dominant_columns(xp, spread):
+    """Indices (a list, at most EXACT_MAX_DIM) of columns whose squared spread exceeds
+    ``_DOMINANT_RATIO`` times the sum over the columns smaller than it; one host sync."""
+    from gpnum.backend import to_numpy
+
+    s = [float(v) for v in to_numpy(spread).tolist()]  # d host numbers
+    order = sorted(range(len(s)), key=lambda j: -s[j])
+    out = []
+    rest = math.fsum(s)
+    for j in order[:EXACT_MAX_DIM]:
+        rest -= s[j]
+        if s[j] > 0.0 and s[j] > _DOMINANT_RATIO * max(rest, 0.0):
+            out.append(int(j))
+        else:
+            break
+    return sorted(out)
 
 
 def sqdist_vjp(W, A, B=None, *, per_dim=False, exact=None):

@@ -317,6 +317,8 @@ class Diagonal(LinearOperator):
     symmetric = True
 
     def __init__(self, diag, n=None):
+        if isinstance(diag, (int, float)) and not isinstance(diag, bool):
+            diag = asarray(float(diag))  # a constant c I in the default namespace
         xp = _as_2d_array(diag, "diag")
         if diag.ndim == 1:
             if n is not None and int(n) != diag.shape[0]:

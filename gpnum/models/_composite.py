@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
@@ -36,6 +36,18 @@ class ComposedParameters(Parameterised):
     def device(self):
         """Device of the model's arrays."""
         return self._device
+
+    #: What fixes a failed factorisation of this model's kernel matrix (for its error message).
+    _factorisation_hint = ("raise the model's jitter (jitter=... when constructing it; "
+                           "gpnum fit --jitter) or choose inducing points further apart "
+                           "(gpnum.inducing.kmeans or greedy_variance)")
+
+    def _not_psd(self, matrix, exc, kernel=None):
+        """A :class:`NotPSDError` naming the model, the matrix, the kernel's parameters and the
+        option that fixes it, from the error ``exc`` of the factorisation."""
+        kernel = self.kernel if kernel is None else kernel
+        return NotPSDError(f"{type(self).__name__}: {matrix} with kernel {kernel!r} could not be "
+                           f"factorised ({exc}); fix: {self._factorisation_hint}")
 
     def _adopt_inducing_points(self, Z, kernel, name="inducing_points"):
         """Take the namespace, dtype and device of ``Z`` (the kernel's when ``Z`` is not an

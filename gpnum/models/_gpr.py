@@ -20,6 +20,7 @@ import math
 
 from gpnum.backend import cholesky, matmul, solve_triangular
 from gpnum.models import _gpr_cg
+from gpnum.errors import NotPSDError
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
 
@@ -90,6 +91,12 @@ class GPR(FullBatchGaussianModel):
     _positive = ()
     _default_jitter = 0.0
     AUTO_CHOLESKY_MAX_N = 6000
+    #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
+    #: likelihood, not an ELBO.
+    objective_name = "lml"
+    _factorisation_hint = ("start from a larger noise variance or pass a fixed jitter "
+                           "(GPR(..., jitter=...)); duplicated rows of X need a noise variance "
+                           "well above 0")
 
     def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None, solver="cholesky",
                  cg_options=None):
@@ -149,7 +156,12 @@ class GPR(FullBatchGaussianModel):
         noise = (xp.astype(self.likelihood.variance, high, copy=False)
                  * xp.eye(n, dtype=high, device=self._device))
         # A new array: the gram's backward pass may read K, which must stay unmodified.
-        L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter)
+        try:
+            L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter,
+                         what="GPR's K + noise variance I")
+        except NotPSDError as exc:
+            raise self._not_psd(f"K + noise variance I (n = {n}, noise variance "
+                                f"{float(self.likelihood.variance):.3g})", exc) from None
         resid = xp.astype(y, high, copy=False) - xp.astype(self.mean, high, copy=False)
         return L, resid, vjp
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import asarray, cholesky, solve_triangular
+from gpnum.backend import asarray, cholesky, is_array, solve_triangular
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -120,6 +120,9 @@ class GVI(ComposedParameters):
                     "q_var", "q_log_var")
     _positive = ("q_var",)
     full_batch = False
+    #: What :meth:`objective_and_grad` returns (expected log-likelihood minus a divergence that
+    #: need not be a KL), for progress displays.
+    objective_name = "objective"
 
     def __init__(self, kernel, likelihood, inducing_points, *, num_data,
                  divergence="wasserstein", mode="prior", variational_kernel="svgp-cholesky",
@@ -137,8 +140,11 @@ class GVI(ComposedParameters):
         if variational_mean not in VARIATIONAL_MEANS:
             raise ValueError(f"variational_mean: expected one of {', '.join(VARIATIONAL_MEANS)}, "
                              f"got {variational_mean!r}")
+        if is_array(alpha) and getattr(alpha, "ndim", None) == 0:
+            alpha = float(alpha)  # a 0-d array: a hyper-parameter, read once
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise TypeError(f"alpha: expected a real number, got {type(alpha).__name__}")
+            raise TypeError(f"alpha: expected a real number or a 0-d array, got "
+                            f"{type(alpha).__name__}")
         alpha = float(alpha)
         if not (0.0 < alpha < math.inf) or alpha == 1.0:
             raise ValueError(f"alpha: the Renyi order must lie in (0, 1) or (1, inf) (alpha = 1 "
@@ -329,9 +335,18 @@ class GVI(ComposedParameters):
         xp = self.xp
         Z = self.inducing_points
         Kzz = xp.astype(self.kernel(Z), xp.float64, copy=False)
-        out = {"Lzz": cholesky(Kzz, shift=self.jitter, jitter=max(self.jitter, 1e-12) * 10.0)}
+        m = Z.shape[0]
+        try:
+            out = {"Lzz": cholesky(Kzz, shift=self.jitter, what="GVI's fixed K_ZZ")}
+        except NotPSDError as exc:
+            raise self._not_psd(f"the fixed regulariser's K_ZZ + jitter I (m = {m}, jitter = "
+                                f"{self.jitter:g})", exc) from None
         if self.mode == "posterior":
-            Lp = cholesky(Kzz, shift=self.regulariser_noise)
+            try:
+                Lp = cholesky(Kzz, shift=self.regulariser_noise)
+            except NotPSDError as exc:
+                raise self._not_psd(f"the posterior regulariser's K_ZZ + noise I (m = {m}, "
+                                    f"noise {self.regulariser_noise:g})", exc) from None
             r = xp.astype(self.inducing_targets, xp.float64, copy=False) - self.prior_mean
             a = solve_triangular(Lp, solve_triangular(Lp, r, lower=True), lower=True, trans=True)
             out["Lp"], out["alpha_p"] = Lp, xp.astype(a, self.dtype, copy=False)

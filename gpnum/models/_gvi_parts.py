@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gpnum import backend as B
 from gpnum.backend import solve_triangular
+from gpnum.errors import NotPSDError
 from gpnum.divergences import (bhattacharyya_normal_and_grad, hellinger_normal_and_grad,
                                kl_normal_and_grad, renyi_normal_and_grad,
                                squared_difference_normal_and_grad, wasserstein_gwi_and_grad,
@@ -288,7 +289,12 @@ class SparsePosteriorKernel:
             zz_vjp = None
         else:
             R0zz, zz_vjp = r0.gram_and_vjp(Z)
-            Bm, wcache = model.whitening_strategy.whiten(R0zz, R0zx, model.jitter)
+            try:
+                Bm, wcache = model.whitening_strategy.whiten(R0zz, R0zx, model.jitter)
+            except NotPSDError as exc:
+                raise model._not_psd(f"Q's base kernel matrix r0(Z, Z) + jitter I (m = "
+                                     f"{Z.shape[0]}, jitter = {model.jitter:g})", exc,
+                                     kernel=r0) from None
         v = r0.diag(X) - xp.sum(Bm * Bm, axis=0)
         vq = xp.broadcast_to(v[:, None], (X.shape[0], model.num_latent))
         Kq, xx_vjp = None, None

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import asarray, cholesky, matmul, solve_triangular
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.models._composite import FullBatchGaussianModel
 
 __all__ = ["SGPR"]
@@ -145,8 +145,12 @@ class SGPR(FullBatchGaussianModel):
             Kzz, Kzx = self.kernel(Z), self.kernel(Z, X)
             kzz_vjp = kzx_vjp = None
         # The jitter as cholesky's shift: K_ZZ itself stays unmodified for the backward pass.
-        L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter,
-                     jitter=max(self.jitter, 1e-12) * 10.0)
+        try:
+            L = cholesky(xp.astype(Kzz, high, copy=False), shift=self.jitter,
+                         what="SGPR's K_ZZ")
+        except NotPSDError as exc:
+            raise self._not_psd(f"K_ZZ + jitter I (m = {Z.shape[0]}, jitter = "
+                                f"{self.jitter:g})", exc) from None
         A = solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True)
         C = matmul(A, A.T) / s2
         LB = cholesky(C + xp.eye(Z.shape[0], dtype=high, device=self._device))

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from gpnum.backend import get_namespace
+from gpnum.backend import asarray, get_namespace, is_array
 from gpnum.likelihoods._special import digamma, lgamma, trigamma, trigamma_difference
 
 __all__ = ["lgamma", "digamma", "trigamma", "trigamma_difference", "student_t_fisher",
@@ -53,12 +53,19 @@ def _fisher_coefficients_f64(nu, M):
 
 
 def _check_fisher_args(df, sigma):
+    """``(xp, df, sigma)`` with ``df`` a 0-d array of ``sigma``'s namespace, device and dtype
+    (a Python number is accepted), after checking shapes."""
+    if not is_array(sigma):
+        raise TypeError(f"sigma: expected an array of shape (M,), got {type(sigma).__name__}")
+    if isinstance(df, bool) or not (is_array(df) or isinstance(df, (int, float))):
+        raise TypeError(f"df: expected a number or a 0-d array, got {type(df).__name__}")
     xp = get_namespace(df, sigma)
     if sigma.ndim != 1:
         raise ValueError(f"sigma: expected a vector (M,), got shape {tuple(sigma.shape)}")
+    df = asarray(df, like=sigma)
     if df.ndim != 0:
-        raise ValueError(f"df: expected a 0-d array, got shape {tuple(df.shape)}")
-    return xp
+        raise ValueError(f"df: expected a number or a 0-d array, got shape {tuple(df.shape)}")
+    return xp, df, sigma
 
 
 def student_t_fisher(df, sigma):
@@ -75,7 +82,7 @@ def student_t_fisher(df, sigma):
 
     Parameters
     ----------
-    df : 0-d array
+    df : float or 0-d array
         ``nu > 2``.
     sigma : array (M,)
         Positive scales.
@@ -85,7 +92,7 @@ def student_t_fisher(df, sigma):
     F : array (2M + 1, 2M + 1)
         Rows and columns in the order ``m_1..m_M, sigma_1..sigma_M, nu``.
     """
-    xp = _check_fisher_args(df, sigma)
+    xp, df, sigma = _check_fisher_args(df, sigma)
     M = sigma.shape[0]
     c_mm, d_ss, c_ss, a_ns, f_nn = _fisher_coefficients(df, sigma)
     inv = 1.0 / sigma
@@ -112,7 +119,7 @@ def student_t_fisher_solve(df, sigma, v):
 
     Parameters
     ----------
-    df : 0-d array
+    df : float or 0-d array
     sigma : array (M,)
     v : array (2M + 1,)
         In the order ``(m, sigma, nu)``.
@@ -121,7 +128,7 @@ def student_t_fisher_solve(df, sigma, v):
     -------
     x : array (2M + 1,)
     """
-    xp = _check_fisher_args(df, sigma)
+    xp, df, sigma = _check_fisher_args(df, sigma)
     M = sigma.shape[0]
     if v.shape != (2 * M + 1,):
         raise ValueError(f"v: expected shape ({2 * M + 1},), got {tuple(v.shape)}")

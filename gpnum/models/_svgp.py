@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from gpnum import backend as B
 from gpnum.backend import matmul
+from gpnum.errors import NotPSDError
 from gpnum.linalg import default_block_size
 from gpnum.models._composite import ComposedParameters
 from gpnum.models._distributions import (  # noqa: F401 (re-exported)
@@ -336,7 +337,11 @@ class SVGP(ComposedParameters):
         """
         Kzz, kzz_vjp = (None, None) if reuse is not None else self._kzz(with_jitter=False,
                                                                         with_vjp=need_grad)
-        A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse)
+        try:
+            A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse)
+        except NotPSDError as exc:
+            raise self._not_psd(f"K_ZZ + jitter I (m = {self.num_inducing}, jitter = "
+                                f"{self.jitter:g})", exc) from None
         cache["kzz_vjp"] = kzz_vjp
         return A, cache
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from gpnum import backend as B
 from gpnum.backend import asarray, get_namespace
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.likelihoods._special import log_gamma_half_ratio_and_grad, logsumexp
@@ -351,7 +351,11 @@ class SVTP(ComposedParameters):
         else:
             Kzz, kzz_vjp = self.kernel(Z), None
             Kzx, kzx_vjp = self.kernel(Z, X), None
-        A, wcache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter)
+        try:
+            A, wcache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter)
+        except NotPSDError as exc:
+            raise self._not_psd(f"K_ZZ + jitter I (m = {self.num_inducing}, jitter = "
+                                f"{self.jitter:g})", exc) from None
         Sig = self.kernel.diag(X) - xp.sum(A * A, axis=0)
         # Round-off can push Sigma_ii (~0 when x sits on an inducing point) below zero; the
         # floor keeps the density's domain and its gradient is zero there.

@@ -64,8 +64,7 @@ class CholeskyWhitening:
             L = reuse
         else:
             # The jitter as cholesky's shift: added in its own copy, no (m, m) temporaries.
-            L = cholesky(xp.astype(Kzz, high, copy=False), shift=jitter,
-                         jitter=max(jitter, 1e-12) * 10.0)
+            L = cholesky(xp.astype(Kzz, high, copy=False), shift=jitter, what="K_ZZ")
         A = xp.astype(solve_triangular(L, xp.astype(Kzx, high, copy=False), lower=True),
                       Kzx.dtype, copy=False)
         return A, {"L": L}
@@ -99,8 +98,7 @@ class CholeskyWhitening:
         """``(K([Z; X]) + jitter I)^{1/2} eps`` (m + n, k) by a float64 Cholesky factor."""
         xp = get_namespace(Z, X, eps)
         K = kernel(xp.concat([Z, X], axis=0))
-        L = cholesky(xp.astype(K, xp.float64), shift=jitter, jitter=max(jitter, 1e-12) * 10.0,
-                     max_tries=6)
+        L = cholesky(xp.astype(K, xp.float64), shift=jitter)
         return xp.astype(L @ xp.astype(eps, xp.float64), eps.dtype)
 
 

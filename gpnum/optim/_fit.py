@@ -291,7 +291,8 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
     xp = model.xp
     t_start = time.perf_counter()
     steps_per_epoch = None if batches is not None else -(-X.shape[0] // batch_size)
-    bar = _Progress(progress, epochs, state.epoch, steps_per_epoch)
+    bar = _Progress(progress, epochs, state.epoch, steps_per_epoch,
+                    label=getattr(model, "objective_name", "elbo"))
     try:
         for epoch in range(state.epoch, epochs):
             if lr_schedule is not None:
@@ -416,12 +417,29 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
         return out
 
     def objective(x):
-        model.set_unconstrained(unflatten(x))
+        # The start is evaluated unprotected, so that a genuine error (bad data, a bug) is
+        # raised, not hidden as an infinitely bad point.
+        first = not last.get("started")
+        last["started"] = True
+        try:
+            # A trial point can be refused (a parameter that is not finite, or a value the
+            # model rejects): like a non-PSD one below, it is infinitely bad, never an error.
+            model.set_unconstrained(unflatten(x))
+        except ValueError:
+            if first:
+                raise
+            return np.inf, np.zeros_like(x)
         try:
             value, grads = model.objective_and_grad(X, y, validate=False)
         except NotPSDError:
             # A trial point past the positive-definite region (e.g. a noise variance driven
             # towards 0): infinitely bad, so that the line search backs off from it.
+            return np.inf, np.zeros_like(x)
+        except ValueError:
+            # A trial point whose kernel matrix overflowed (float32 with an extreme
+            # lengthscale or variance gives Inf or NaN entries): as bad as a non-finite value.
+            if first:
+                raise
             return np.inf, np.zeros_like(x)
         g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
         v = float(value)
@@ -438,7 +456,12 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
     x0 = _flat(start, names)
     res = minimize(objective, x0, jac=True, method="L-BFGS-B", callback=record,
                    options={"maxiter": maxiter})
-    model.set_unconstrained(unflatten(res.x))
+    try:
+        model.set_unconstrained(unflatten(res.x))
+    except ValueError:
+        # L-BFGS-B returns its best point, which was scored; a refusal here means it never
+        # left the start.
+        model.set_unconstrained({k: start[k] for k in names})
     history.epoch_elbo.append(float(model.objective_and_grad(X, y, validate=False)[0]))
     if not res.success:
         history.stopped = f"L-BFGS-B: {res.message}"
@@ -479,8 +502,10 @@ class _Progress:
     step's minibatch ELBO, the value ``History.step_elbo`` records.
     """
 
-    def __init__(self, enabled, epochs, first_epoch, steps_per_epoch):
+    def __init__(self, enabled, epochs, first_epoch, steps_per_epoch, label="elbo"):
         self.enabled = bool(enabled)
+        # What the model maximises, as it names it (GPR: its log marginal likelihood, "lml").
+        self.label = str(label)
         self.epochs = epochs
         self.first_epoch = first_epoch
         self.bar = None
@@ -495,7 +520,7 @@ class _Progress:
 
     def step(self, epoch, value):
         if self.bar is not None:
-            self.bar.set_postfix_str(f"epoch {epoch + 1}/{self.epochs} elbo {value:.6g}",
+            self.bar.set_postfix_str(f"epoch {epoch + 1}/{self.epochs} {self.label} {value:.6g}",
                                      refresh=False)
             self.bar.update(1)
 
@@ -504,7 +529,9 @@ class _Progress:
             return
         done = epoch + 1 - self.first_epoch
         eta = elapsed / done * (self.epochs - epoch - 1)
-        msg = f"epoch {epoch + 1}/{self.epochs}: mean ELBO {history.epoch_elbo[-1]:.6g}"
+        label = "ELBO" if self.label == "elbo" else self.label
+        msg = (f"epoch {epoch + 1}/{self.epochs}: mean {label} "
+               f"{history.epoch_elbo[-1]:.6g}")
         if history.val:
             msg += "  " + "  ".join(f"val {k} {v:.4g}" for k, v in history.val[-1].items())
         print(msg + f"  ({elapsed:.1f} s, ETA {eta:.0f} s)", flush=True)
