@@ -32,7 +32,7 @@ def from_name(name, *, num_classes=None, xp=None, dtype=None, device=None):
     Parameters
     ----------
     name : str
-        One of :data:`LIKELIHOOD_NAMES` (case-insensitive; ``_`` and ``-`` are the same):
+        One of :data:`LIKELIHOOD_NAMES` (case-insensitive; ``-`` and ``_`` are optional):
         ``gaussian``, ``student-t``, ``laplace``, ``heteroscedastic-gaussian``, ``bernoulli``
         (probit), ``bernoulli-logit``, ``poisson``, ``negative-binomial``, ``exponential``,
         ``gamma``, ``beta``, ``softmax``, ``robust-max``, ``ordinal``.
@@ -52,8 +52,10 @@ def from_name(name, *, num_classes=None, xp=None, dtype=None, device=None):
     """
     from gpnum import likelihoods
 
-    key = str(name).strip().lower().replace("_", "-")
-    if key not in _TABLE:
+    # "student-t", "studentt" and "Student_T" are one name
+    squeeze = {k.replace("-", ""): k for k in _TABLE}
+    key = squeeze.get(str(name).strip().lower().replace("_", "").replace("-", ""))
+    if key is None:
         raise ValueError(f"likelihood: unknown name {name!r}; expected one of "
                          f"{', '.join(LIKELIHOOD_NAMES)}")
     cls_name, multiclass = _TABLE[key]
