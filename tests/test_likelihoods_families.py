@@ -324,3 +324,71 @@ def test_every_backend_and_dtype(case, xp, dtype, device, to_xp):
     for k, v in g["params"].items():
         np.testing.assert_allclose(B.to_numpy(v), g0["params"][k], rtol=10 * rtol,
                                    atol=10 * atol)
+
+
+CHECKPOINTED = {
+    "poisson": lambda kw: Poisson(num_gauss_hermite=15, **kw),
+    "negbin": lambda kw: NegativeBinomial(0.3, **kw),
+    "exponential": lambda kw: Exponential(**kw),
+    "gamma": lambda kw: Gamma(2.0, **kw),
+    "beta": lambda kw: Beta(4.0, **kw),
+    "laplace": lambda kw: Laplace(0.5, **kw),
+    "ordinal": lambda kw: Ordinal(4, bin_edges=[-1.0, 0.0, 2.0], scale=0.3, **kw),
+    "softmax": lambda kw: Softmax(3, num_points=64, **kw),
+    "heteroscedastic": lambda kw: HeteroscedasticGaussian(**kw),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECKPOINTED))
+def test_checkpoint_round_trip(case, tmp_path):
+    import gpnum
+    from gpnum.kernels import RBF
+
+    lik = CHECKPOINTED[case](F64)
+    rng = np.random.default_rng(5)
+    model = gpnum.SVGP(RBF(lengthscale=0.8, **F64), lik, rng.standard_normal((6, 2)),
+                       num_data=40)
+    new = {}
+    for k, v in model.unconstrained().items():
+        step = 0.3 * rng.standard_normal(np.shape(v))
+        new[k] = v + (np.tril(step) if k == "q_sqrt" else step)
+    model.set_unconstrained(new)
+    Xs = rng.standard_normal((5, 2))
+    before = model.predict_y(Xs)
+    gpnum.save(model, tmp_path / "m.npz")
+    loaded = gpnum.load(tmp_path / "m.npz", xp=np)
+    assert repr(loaded.likelihood) == repr(model.likelihood)
+    for k, v in model.parameters().items():
+        np.testing.assert_array_equal(loaded.parameters()[k], v, err_msg=k)
+    for a, b in zip(before, loaded.predict_y(Xs)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["ordinal", "heteroscedastic", "gamma"])
+def test_svgp_elbo_gradients_reach_the_new_likelihoods(case):
+    """The model's ELBO gradient w.r.t. q_mu and the likelihood's parameters (vector edges
+    included) against central finite differences of the model's ELBO."""
+    import gpnum
+    from gpnum.kernels import RBF
+
+    rng = np.random.default_rng(9)
+    lik = CHECKPOINTED[case](F64)
+    model = gpnum.SVGP(RBF(lengthscale=0.9, **F64), lik, rng.standard_normal((5, 2)),
+                       num_data=30)
+    X = rng.standard_normal((12, 2))
+    y = {"ordinal": rng.integers(0, 4, 12).astype(float),
+         "heteroscedastic": rng.standard_normal(12),
+         "gamma": rng.gamma(2.0, 1.0, 12)}[case]
+    model.q_mu = 0.3 * rng.standard_normal(np.shape(model.q_mu))
+    _, grads = model.elbo_and_grad(X, y)
+    for name in ["q_mu"] + [f"likelihood.{k}" for k in lik.parameters()]:
+        x0 = np.array(model.parameters()[name], dtype=np.float64)
+
+        def elbo(x, name=name):
+            old = np.array(model.parameters()[name])
+            model.set_parameters({name: x})
+            try:
+                return float(model.elbo(X, y))
+            finally:
+                model.set_parameters({name: old})
+        check_grad(elbo, x0, grads[name], name=f"{case} {name}")
