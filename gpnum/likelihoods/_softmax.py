@@ -72,6 +72,10 @@ class Softmax(Likelihood):
     ``N(mu_1 - mu_0, var_0 + var_1)``.
     """
 
+    #: draws x classes per block: each point costs S K, so the base class's 2**15 would give
+    #: blocks of a few points and a Python loop over the batch
+    block_elements = 2**20
+
     def __init__(self, num_classes, num_points=1024, *, xp=None, dtype=None, device=None):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
             raise ValueError(f"Softmax: num_classes must be an integer >= 2, got {num_classes!r}")
