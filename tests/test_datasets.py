@@ -96,7 +96,8 @@ def test_loads_from_a_zipped_package(tmp_path):
 
 
 def test_available_matches_the_raw_files():
-    infos = D.available()
+    # digits, bikecount and bikelog (issue 34) are checked in tests/test_datasets_likelihoods.py
+    infos = [i for i in D.available() if i.name not in ("digits", "bikecount", "bikelog")]
     assert sorted(i.name for i in infos) == sorted(NAMES)
     assert [i.n_rows for i in infos] == sorted(i.n_rows for i in infos)  # smallest first
     for info in infos:
@@ -299,7 +300,7 @@ def test_standardize_x_checks_the_shape():
 
 def test_unknown_name_lists_the_available_ones():
     with pytest.raises(ValueError, match="expected one of the bundled data sets "
-                                         r"\(precip, elevators, bike, energy, elec, co2\), got 'precp'"):
+                                         r"\(precip, elevators, bike, energy, elec, co2, digits, bikecount, bikelog\), got 'precp'"):
         D.load("precp")
 
 
@@ -520,8 +521,8 @@ def test_load_csv_target_name_needs_a_header(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,msg", [
-    ({"task": "ranking"}, "task: expected one of regression, classification, got 'ranking'"),
-    ({"likelihood": "poisson"}, "likelihood: expected one of gaussian, studentt, bernoulli"),
+    ({"task": "ranking"}, "task: expected one of regression, classification, multiclass, counts, got 'ranking'"),
+    ({"likelihood": "poison"}, "likelihood: expected one of gaussian, studentt, bernoulli"),
     ({"likelihood": "bernoulli"}, "likelihood: 'bernoulli' does not suit task 'regression'"),
 ])
 def test_load_csv_bad_task_or_likelihood(tmp_path, kwargs, msg):

@@ -18,8 +18,13 @@ __all__ = ["Dataset", "TASKS", "LIKELIHOODS", "RANDOM_FRACTIONS", "random_split"
            "build_dataset"]
 
 #: Tasks and the likelihoods that suit each (the first is the default).
-TASKS = {"regression": ("gaussian", "studentt"), "classification": ("bernoulli",)}
-LIKELIHOODS = ("gaussian", "studentt", "bernoulli")
+TASKS = {"regression": ("gaussian", "studentt", "laplace", "heteroscedastic-gaussian"),
+         "classification": ("bernoulli", "bernoulli-logit"),
+         # labels 0..K-1 and non-negative integer counts: targets are never standardised
+         "multiclass": ("softmax", "robust-max"),
+         "counts": ("poisson", "negative-binomial")}
+LIKELIHOODS = ("gaussian", "studentt", "bernoulli", "laplace", "heteroscedastic-gaussian",
+               "bernoulli-logit", "softmax", "robust-max", "poisson", "negative-binomial")
 #: Train / validation / test fractions of ``split="random"`` (the CIQ paper's protocol).
 RANDOM_FRACTIONS = (0.75, 0.10, 0.15)
 
@@ -245,6 +250,11 @@ def build_dataset(data: np.ndarray, *, target: int, name: str, task: str, likeli
             shown = ", ".join(f"{v:g}" for v in labels[:6]) + (", ..." if labels.size > 6 else "")
             raise ValueError(f"target column {names[target]!r} of {name!r}: classification expects "
                              f"labels 0 and 1, got values {shown}")
+    if task in ("multiclass", "counts"):
+        bad = ~(np.isfinite(y) & (y >= 0.0) & (np.floor(y) == y))
+        if np.any(bad):
+            raise ValueError(f"target column {names[target]!r} of {name!r}: {task} expects "
+                             f"non-negative integers, got {int(bad.sum())} other value(s)")
 
     if split != "random" and not isinstance(split, (int, np.integer)):
         raise ValueError(f"split: expected 'random' or an integer mask index, got {split!r}")

@@ -9,13 +9,23 @@ form and offers
 - ``predict_mean_and_var(mu, var)`` -> mean and variance of ``y``;
 - ``check_targets(y)``: a clear error for targets outside the support.
 
-:class:`Gaussian` is closed form; the others use a Gauss-Hermite rule whose derivative is
-taken exactly (design.md section 4.4).
+:class:`Gaussian`, :class:`Laplace`, :class:`HeteroscedasticGaussian` and the variational
+expectations of :class:`Poisson`, :class:`Exponential` and :class:`Gamma` are closed form; the
+others use a Gauss-Hermite rule whose derivative is taken exactly (design.md section 4.4), and
+:class:`Softmax` a fixed quasi-Monte-Carlo cubature in ``K`` dimensions.
+:func:`from_name` builds one from a short name (``gpnum fit --likelihood NAME``).
 """
 
 from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._bernoulli import Bernoulli
+from gpnum.likelihoods._beta import Beta
+from gpnum.likelihoods._counts import NegativeBinomial, Poisson
+from gpnum.likelihoods._factory import LIKELIHOOD_NAMES, from_name
 from gpnum.likelihoods._gaussian import Gaussian
+from gpnum.likelihoods._heteroscedastic import HeteroscedasticGaussian
+from gpnum.likelihoods._laplace import Laplace
+from gpnum.likelihoods._ordinal import Ordinal
+from gpnum.likelihoods._positive import Exponential, Gamma
 from gpnum.likelihoods._quadrature import gauss_hermite
 from gpnum.likelihoods._robust_max import RobustMax
 from gpnum.likelihoods._special import (
@@ -27,14 +37,27 @@ from gpnum.likelihoods._special import (
     logsumexp,
     ndtr,
 )
+from gpnum.likelihoods._softmax import Softmax, normal_cubature_points
 from gpnum.likelihoods._student_t import StudentT
 
 __all__ = [
     "Bernoulli",
+    "Beta",
+    "Exponential",
+    "Gamma",
     "Gaussian",
+    "HeteroscedasticGaussian",
+    "LIKELIHOOD_NAMES",
+    "Laplace",
     "Likelihood",
+    "NegativeBinomial",
+    "Ordinal",
+    "Poisson",
     "RobustMax",
+    "Softmax",
     "StudentT",
+    "from_name",
+    "normal_cubature_points",
     "erfcx",
     "gauss_hermite",
     "log_gamma_half_ratio",
