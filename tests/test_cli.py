@@ -240,3 +240,19 @@ def test_kernel_expressions_on_the_command_line(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unknown kernel name 'perodic'" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("dataset,likelihood,metric", [
+    ("digits", "auto", "accuracy"),          # Softmax, 10 latent functions
+    ("bikecount", "auto", "rmse"),           # Poisson counts
+    ("bikecount", "negative-binomial", "rmse"),
+    ("bikelog", "auto", "rmse"),             # heteroscedastic: two latent functions
+])
+def test_fit_trains_every_family_of_likelihood(dataset, likelihood, metric, tmp_path):
+    out = tmp_path / dataset
+    status = main(["fit", "--dataset", dataset, "--likelihood", likelihood, "--num-inducing",
+                   "20", "--epochs", "1", "--max-train", "600", "--out", str(out),
+                   "--no-progress"])
+    assert status == 0
+    res = json.loads((out / "metrics.json").read_text())
+    assert metric in res["metrics"]["test"] and np.isfinite(res["metrics"]["test"]["nll"])

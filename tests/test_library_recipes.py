@@ -160,3 +160,13 @@ def test_gvi_by_selection_is_algorithm2_then_gvi():
                                float(ref.objective_and_grad(X, y)[0]), rtol=1e-10)
     with pytest.raises(ValueError, match="Gaussian or Bernoulli"):
         gpnum.optim.gvi_by_selection(X, y, kern, likelihoods.StudentT(), 8)
+
+
+def test_build_model_starts_a_count_model_at_the_log_mean_count():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    y = rng.poisson(300.0, size=50).astype(np.float64)
+    model = gpnum.models.build_model(X, y, likelihood="poisson", num_inducing=5)
+    np.testing.assert_allclose(float(model.mean), np.log(y.mean()), rtol=1e-12)
+    model = gpnum.models.build_model(X, y, likelihood="softmax", num_classes=3, num_inducing=5)
+    assert model.num_latent == 3

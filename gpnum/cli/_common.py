@@ -45,7 +45,8 @@ def load_data(args, xp, dtype):
             split = 0 if split == "random" else split
         elif split != "random":
             raise CLIError(f"--split {split}: a fixed split of a CSV needs --test-mask PATH")
-        task = "classification" if args.likelihood == "bernoulli" else "regression"
+        task = next((task for task, names in datasets.TASKS.items()
+                     if args.likelihood in names), "regression")
         ds = datasets.load_csv(args.csv, split=split, seed=args.seed, xp=xp, dtype=dtype,
                                task=task, test_mask=args.test_mask)
     else:
@@ -100,8 +101,19 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
     model = build_model(X, y, model=kind, kernel=args.kernel, likelihood=lik_name,
                         num_inducing=num_inducing, whitening=whitening,
                         jitter=_jitter(args, xp, dtype), ciq_options=ciq, kl=args.kl,
-                        seed=args.seed)
+                        seed=args.seed, num_classes=_num_classes(lik_name, ds))
     return model, "studentt-process" if kind == "svtp" else lik_name
+
+
+def _num_classes(lik_name, ds):
+    """Classes of a many-class likelihood: labels 0..K-1 over every part of the data set."""
+    if lik_name not in ("softmax", "robust-max", "ordinal"):
+        return None
+    from gpnum import backend as B
+
+    top = max(float(B.to_numpy(a).max()) for a in (ds.y_train, ds.y_val, ds.y_test)
+              if a.shape[0] > 0)
+    return int(top) + 1
 
 
 def _gvi_options(args, xp, dtype):

@@ -9,7 +9,9 @@ from gpnum.cli import _argtypes as argtypes
 __all__ = ["CLIError", "Parser", "add_training_args", "resolve_optimizer", "LIKELIHOODS",
            "KERNELS", "OBJECTIVES", "COMPARE_MODELS", "FULL_BATCH_MODELS"]
 
-LIKELIHOODS = ("auto", "gaussian", "studentt", "bernoulli")
+LIKELIHOODS = ("auto", "gaussian", "studentt", "laplace", "heteroscedastic-gaussian",
+               "bernoulli", "bernoulli-logit", "softmax", "robust-max", "ordinal", "poisson",
+               "negative-binomial", "exponential", "gamma", "beta")
 KERNELS = ("matern52", "matern32", "matern12", "exponential", "rbf", "rq", "periodic",
            "cosine", "linear", "constant", "white", "polynomial", "arccos")
 OBJECTIVES = ("svgp", "gwi", "pgvi-wasserstein", "pgvi-bhattacharyya", "pgvi-hellinger",
@@ -49,8 +51,10 @@ def add_training_args(p, *, compare=False):
     data.add_argument("--max-train", type=argtypes.positive_int, default=None, metavar="N",
                       help="use at most N training points (a random subset), for quick runs")
     model = p.add_argument_group("model")
-    model.add_argument("--likelihood", choices=LIKELIHOODS, default="auto",
-                       help="observation model; 'auto' takes the data set's own (default: auto)")
+    model.add_argument("--likelihood", choices=LIKELIHOODS, default="auto", metavar="NAME",
+                       help="observation model: 'auto' (the data set's own; 'gpnum datasets' "
+                            f"lists them) or one of {', '.join(LIKELIHOODS[1:])} "
+                            "(default: auto)")
     model.add_argument("--kernel", type=argtypes.kernel_expression, default="matern52",
                        metavar="EXPR",
                        help="covariance function: a name or an expression of names with +, * "

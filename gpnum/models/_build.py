@@ -29,21 +29,25 @@ def inducing_jitter(xp, dtype):
     return 1e-4 if dtype == xp.float32 else 1e-6
 
 
-def default_likelihood(name, *, xp=None, dtype=None, device=None):
+def default_likelihood(name, *, num_classes=None, xp=None, dtype=None, device=None):
     """A likelihood by name at gpnum's initial values.
 
     ``"gaussian"``: noise variance 0.693 (log 2, GPyTorch's softplus(0)); on elevators (20
     epochs, m = 500) it gave test NLL 0.476 where 0.1 gave 0.508: with a small initial noise q
     first fits the data as if noise-free, and the noise recovers only slowly.
-    ``"studentt"``: 5 degrees of freedom, scale 0.3. ``"bernoulli"``: the probit link.
+    ``"studentt"``: 5 degrees of freedom, scale 0.3. ``"bernoulli"``: the probit link. Every
+    other name of :func:`gpnum.likelihoods.from_name` (``poisson``, ``softmax``, ...) at that
+    function's defaults; ``num_classes`` for ``softmax``, ``robust-max`` and ``ordinal``.
     """
-    if name == "gaussian":
+    key = str(name).strip().lower().replace("_", "").replace("-", "")
+    if key == "gaussian":
         return likelihoods.Gaussian(variance=0.693, xp=xp, dtype=dtype, device=device)
-    if name == "studentt":
+    if key == "studentt":
         return likelihoods.StudentT(df=5.0, scale=0.3, xp=xp, dtype=dtype, device=device)
-    if name == "bernoulli":
+    if key == "bernoulli":
         return likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
-    raise ValueError(f"likelihood: expected one of gaussian, studentt, bernoulli, got {name!r}")
+    return likelihoods.from_name(name, num_classes=num_classes, xp=xp, dtype=dtype,
+                                 device=device)
 
 
 def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
@@ -66,7 +70,7 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
 
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
                 num_inducing=500, whitening="cholesky", jitter=None, ciq_options=None,
-                kl="mc", seed=0):
+                kl="mc", seed=0, num_classes=None):
     """A model for the data ``X`` (and ``y`` for the full-batch models), ready for
     :func:`gpnum.fit`.
 
@@ -84,7 +88,9 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         :func:`gpnum.kernels.from_expression`: ARD, every parameter at 1) or a kernel object,
         used as given.
     likelihood : str or gpnum likelihood
-        A name for :func:`default_likelihood`, or a likelihood object.
+        A name for :func:`default_likelihood` (``gaussian``, ``poisson``, ``softmax``, ...),
+        or a likelihood object. A likelihood with several latent functions (``softmax``,
+        ``heteroscedastic-gaussian``) gets as many in the SVGP, sharing the inducing points.
     num_inducing : int
         ``m`` inducing points, placed by :func:`gpnum.inducing.kmeans` (not for ``"gpr"``).
     whitening : {"cholesky", "ciq"}
@@ -98,6 +104,11 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         SVTP's KL.
     seed : int
         Seeds k-means (and SVTP's draws).
+
+        With ``y`` and a log-link count likelihood (Poisson, NegativeBinomial) the SVGP's
+        constant mean starts at ``log(mean(y))``.
+    num_classes : int, optional
+        For a likelihood named ``softmax``, ``robust-max`` or ``ordinal``.
 
     Returns
     -------
@@ -114,7 +125,8 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     if model in ("gpr", "sgpr"):
         if y is None:
             raise ValueError(f"model {model!r} holds its training data: pass y")
-        lik = (default_likelihood(likelihood, xp=xp, dtype=dtype, device=device)
+        lik = (default_likelihood(likelihood, num_classes=num_classes, xp=xp, dtype=dtype,
+                                  device=device)
                if isinstance(likelihood, str) else likelihood)
         if not isinstance(lik, likelihoods.Gaussian):
             raise ValueError(f"model {model!r} is a Gaussian-likelihood model; got likelihood "
@@ -129,7 +141,15 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     jitter = inducing_jitter(xp, dtype) if jitter is None else jitter
     if model == "svtp":
         return SVTP(kern, Z, num_data=n, kl=kl, seed=seed, jitter=jitter)
-    lik = (default_likelihood(likelihood, xp=xp, dtype=dtype, device=device)
+    lik = (default_likelihood(likelihood, num_classes=num_classes, xp=xp, dtype=dtype,
+                              device=device)
            if isinstance(likelihood, str) else likelihood)
-    return SVGP(kern, lik, Z, num_data=n, whitening=whitening, jitter=jitter,
-                ciq_options=ciq_options if whitening == "ciq" else None)
+    model = SVGP(kern, lik, Z, num_data=n, whitening=whitening, jitter=jitter,
+                 ciq_options=ciq_options if whitening == "ciq" else None)
+    if y is not None and isinstance(lik, (likelihoods.Poisson, likelihoods.NegativeBinomial)):
+        # Log link: start the constant mean at log(mean count), not at a rate of 1; counts in
+        # the hundreds otherwise give first natural-gradient steps that leave the PD cone.
+        mean_count = xp.mean(xp.astype(y, dtype))
+        model.set_parameters({"mean": xp.log(xp.maximum(mean_count, xp.asarray(
+            1e-3, dtype=dtype, device=device)))})
+    return model
