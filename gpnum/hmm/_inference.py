@@ -781,7 +781,7 @@ def _compose_maps(a, b):
     return (xp.take_along_axis(g, f, axis=-1),)
 
 
-def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
+def viterbi(log_pi, log_A, log_lik, *, method="auto", check=True):
     """Most probable state path (max-product), batched over leading axes.
 
     Parameters
@@ -792,10 +792,17 @@ def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
         Log transition weights.
     log_lik : array (..., T, K)
         Per-step log likelihoods.
-    method : {"scan", "sequential"}
+    method : {"auto", "scan", "blocked", "sequential"}
         ``"scan"``: the (max, +) prefix scan for the path scores and a scan of composed
-        back-pointer maps for the back-tracking, both O(log T) depth. ``"sequential"``: the
-        textbook loop (reference).
+        back-pointer maps for the back-tracking, both O(log T) depth. ``"blocked"``: about
+        ``4 sqrt(T)`` blocks run side by side from speculated entry scores and exit states,
+        each checked against its neighbour (then exact; falls back to the scan when the
+        survivor paths of a chain do not merge within a block), O(T K^2) work and
+        O(sqrt(T)) depth: 10-30x faster than the scan on a CPU at T = 10^6, K = 5.
+        ``"auto"`` (default): ``"blocked"`` on a CPU for long chains (the rule of
+        :func:`forward_backward`), ``"scan"`` otherwise. ``"sequential"``: the textbook loop
+        (reference). All give the same path up to rounding (exact ties go to the lower state
+        index in every method).
     check : bool
         Validate the inputs (one host synchronisation).
 
@@ -826,8 +833,16 @@ def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
                                axis=-1)
             path.insert(0, state)
         return xp.astype(xp.stack(path, axis=-1), xp.int64), xp.max(deltas[-1], axis=-1)
+    if method == "auto":
+        method = _auto_method(xp, log_lik)
+    if method == "blocked":
+        result = _viterbi_blocked(xp, log_pi, log_A, log_lik)
+        if result is not None:
+            return result
+        method = "scan"
     if method != "scan":
-        raise ValueError(f"method: expected 'scan' or 'sequential', got {method!r}")
+        raise ValueError(
+            f"method: expected 'auto', 'scan', 'blocked' or 'sequential', got {method!r}")
 
     # Best scores of paths into each state before its emission: pred_{t+1} = pred_t (x) G_t
     # with G_t(i, j) = log p(y_t | i) + log A(i, j), pred_0 = log pi.
@@ -857,3 +872,189 @@ def viterbi(log_pi, log_A, log_lik, *, method="scan", check=True):
     head = xp.squeeze(xp.take_along_axis(composed, index, axis=-1), axis=-1)
     path = xp.concat([head, last64[..., None]], axis=-1)
     return path, log_prob
+
+
+# ---------------------------------------------------------------------- blocked Viterbi
+def _viterbi_block_shape(T, block=None):
+    """``(B, C)``: ``B = ceil(T / C)`` blocks of ``C`` steps, the last one padded.
+
+    ``C`` is about ``sqrt(T) / 4`` and at least 64 steps: the blocks run side by side, so the
+    Python loop has ``C`` steps each over ``B`` blocks, and a short block keeps the per-call
+    overhead small next to the data (NumPy, K = 5, T = 10^6: 250 steps over 4000 blocks).
+    """
+    C = max(64, math.isqrt(T) // 4) if block is None else max(1, block)
+    C = min(C, T)
+    return -(-T // C), C
+
+
+def _max_plus_step(xp, d, A_rows):
+    """``out(k, n) = max_i d(i, n) + A(i, k)`` for scores ``d`` (K, N): K elementwise maxima of
+    (K, N) slabs (a (K, K, N) broadcast and a reduction is slower in NumPy)."""
+    out = d[0:1, :] + A_rows[0]
+    for i in range(1, len(A_rows)):
+        out = xp.maximum(out, d[i:i + 1, :] + A_rows[i])
+    return out
+
+
+def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmup=None):
+    """Viterbi by speculative blocks: O(T K^2) work, about ``2 sqrt(T) / 4`` sequential steps.
+
+    The (max, +) analogue of :func:`_chain_products_blocked`. The chain is cut into ``B``
+    blocks of ``C`` steps, laid out state-major as lanes ``(C, K, N)``, ``N`` = chains x
+    blocks. Forward: each block's entry scores (known only up to a constant) are guessed by
+    running the last ``warmup`` steps of the previous block from zeros; the maximising paths
+    into every state then merge (survivor paths coalesce), after which the normalised scores
+    no longer depend on the start. All blocks run from their guesses at once, and the result is
+    accepted when every block's normalised exit equals the next block's guess to ``256 eps``
+    of the scores' size (block 0 starts from the exact ``log_pi``, so by induction every block
+    started from its exact prefix, up to a constant); otherwise the blocks rerun from the exits
+    (a sweep). Backtracking: every block is traced back at once from a guessed exit state (its
+    locally best one; the last block's is exact), and accepted when each block's exit state is
+    the back-pointer of the next block's entry state; otherwise it reruns from those. Both
+    checks are exact criteria, so the result is the same path as the sequential recursion
+    (ties to the lower state index, as there) up to rounding; a chain that does not coalesce
+    within a few sweeps is handed to the scan.
+
+    Returns ``(path, log_prob)`` as :func:`viterbi`, or ``None`` when the caller should use
+    the scan (no coalescence, or a chain with no path of positive probability).
+    """
+    T, K = log_lik.shape[-2], log_lik.shape[-1]
+    batch = log_lik.shape[:-2]
+    nb = math.prod(batch)
+    dtype, dev = log_lik.dtype, device_of(log_lik)
+    B, C = _viterbi_block_shape(T, block)
+    N = nb * B
+    pad = B * C - T
+    inf = float("inf")
+    # Lanes: R[j, k, b * B + l] = log_lik of chain b at step l * C + j, state k; the padded
+    # steps (after T - 1, in the last block of each chain) are zeros and never read back.
+    flat = xp.reshape(log_lik, (nb, T, K))
+    R = xp.empty((C, K, nb, B), dtype=dtype, device=dev)
+    if B > 1:
+        full = xp.reshape(flat[:, :(B - 1) * C, :], (nb, B - 1, C, K))
+        R[:, :, :, :B - 1] = xp.permute_dims(full, (2, 3, 0, 1))
+    last = flat[:, (B - 1) * C:, :]  # (nb, C - pad, K)
+    R[:C - pad, :, :, B - 1] = xp.permute_dims(last, (1, 2, 0))
+    if pad:
+        R[C - pad:, :, :, B - 1] = xp.zeros((pad, K, nb), dtype=dtype, device=dev)
+    R = xp.reshape(R, (C, K, N))
+    A_rows = [log_A[i, :][:, None] for i in range(K)]  # (K, 1) each: A(i, .) as a column
+
+    # Block 0's entry: log_pi shifted to maximum 0, its shift kept for the score.
+    pi = xp.reshape(xp.broadcast_to(log_pi, batch + (K,)), (nb, K))
+    pi_shift = xp.max(pi, axis=-1)  # (nb,)
+    pi_entry = xp.permute_dims(pi - pi_shift[:, None], (1, 0))  # (K, nb)
+    lane = xp.arange(N, device=dev)
+    first = xp.reshape(lane % B == 0, (1, N))
+    is_last = lane % B == B - 1
+    pi_lanes = xp.reshape(xp.broadcast_to(pi_entry[:, :, None], (K, nb, B)), (K, N))
+
+    def normalise(X):
+        top = xp.max(X, axis=0)
+        return X - top, top
+
+    def entries_from(G):
+        # lane n + 1 starts from lane n's exit (guess); the first block of a chain from pi
+        shifted = xp.concat([G[:, :1], G[:, :N - 1]], axis=1)
+        return xp.where(first, pi_lanes, shifted)
+
+    # Forward. out[j] holds delta at step j (the best score of a path ending in each state,
+    # emission included), relative to the lane's entry.
+    eps = float(xp.finfo(dtype).eps)
+    if B > 1:
+        w = min(C, max(32, C // 4)) if warmup is None else min(max(1, warmup), C)
+        G = xp.zeros((K, N), dtype=dtype, device=dev)
+        for j in range(C - w, C):
+            G = _max_plus_step(xp, G + R[j, :, :], A_rows)
+        G, _ = normalise(G)
+    else:
+        G = xp.zeros((K, N), dtype=dtype, device=dev)
+    out = xp.empty((C, K, N), dtype=dtype, device=dev)
+    previous = inf
+    for sweep in range(max_sweeps):
+        V = entries_from(G)
+        for j in range(C):
+            d = V + R[j, :, :]
+            out[j, :, :] = d
+            V = _max_plus_step(xp, d, A_rows)
+        X, gain = normalise(V)
+        if not bool(xp.all(xp.isfinite(gain))):
+            return None  # a block with no path of positive probability: the scan copes
+        if B == 1:
+            break
+        size = float(xp.max(xp.abs(gain)))
+        gap = xp.where(X == G, xp.zeros_like(X), xp.abs(X - G))  # equal -inf entries match
+        gap = xp.where(is_last[None, :], xp.zeros_like(gap), gap)  # the last block feeds none
+        mismatch = float(xp.max(gap))
+        if mismatch <= 256.0 * eps * max(1.0, size):
+            break
+        if mismatch > 1e-2 * previous:
+            return None  # no progress: survivor paths do not merge within a block
+        previous = mismatch
+        G = X
+    else:
+        return None
+
+    # Score: the lane offsets are the running sums of the blocks' gains.
+    jl = C - 1 - pad  # the last block's last real step
+    final = out[jl, :, B - 1::B]  # (K, nb): delta_{T-1}, relative
+    gains = xp.reshape(gain, (nb, B))
+    offset = xp.cumulative_sum(gains[:, :B - 1], axis=1) if B > 1 else None
+    log_prob = pi_shift + xp.max(final, axis=0)
+    if B > 1:
+        log_prob = log_prob + offset[:, B - 2]
+    end_state = xp.argmax(final, axis=0)  # (nb,): ties to the lower index
+
+    # Backtracking. A guessed exit state per lane (its locally best), the exact one for the
+    # last block of each chain, then all lanes traced back at once.
+    def trace(exits, path=None):
+        """Trace every lane back from ``exits``. Given the ``path`` of an earlier trace, the
+        new tracks stop as soon as they have all merged into it (survivor paths coalesce, so
+        the earlier steps are then unchanged): a fix-up costs the merge depth, not a block."""
+        fresh = path is None
+        if fresh:
+            path = xp.empty((C, N), dtype=xp.int64, device=dev)
+        s = exits
+        for j in range(C - 1, -1, -1):
+            if j == jl and pad:
+                s = xp.where(is_last, last_states, s)
+            if not fresh and j < jl and (C - 1 - j) % 8 == 0 and bool(xp.all(path[j, :] == s)):
+                return path
+            path[j, :] = s
+            if j:
+                s = _argmax_rows(xp, out[j - 1, :, :] + xp.take(log_A, s, axis=1))
+        return path
+
+    last_states = xp.reshape(xp.broadcast_to(xp.astype(end_state, xp.int64)[:, None], (nb, B)),
+                             (N,))
+    d_end = out[C - 1, :, :]  # (K, N): scores at each lane's last step
+    guess = xp.where(is_last, last_states, _argmax_rows(xp, d_end))
+    path = None
+    for sweep in range(max_sweeps):
+        path = trace(guess, path)
+        # lane n's exit must be the back-pointer of lane n + 1's entry state
+        nxt = xp.concat([path[0, 1:], path[0, :1]])
+        exact = _argmax_rows(xp, d_end + xp.take(log_A, nxt, axis=1))
+        exact = xp.where(is_last, last_states, exact)
+        if bool(xp.all(exact == guess)):
+            break
+        guess = exact
+    else:
+        return None
+    path = xp.reshape(xp.permute_dims(xp.reshape(path, (C, nb, B)), (1, 2, 0)), (nb, B * C))
+    return (xp.reshape(path[:, :T], batch + (T,)), xp.reshape(log_prob, batch))
+
+
+def _argmax_rows(xp, cand):
+    """``argmax(cand, axis=0)`` of a (K, N) array, ties to the lower index, as int64.
+
+    As whole-array passes: the column maxima, then the largest of ``K - i`` over the rows
+    ``i`` that attain them (NumPy's argmax over a leading axis copies the array and then
+    works row by row, 1.5-2x slower at K = 5).
+    """
+    K = cand.shape[0]
+    dev = device_of(cand)
+    top = xp.max(cand, axis=0)
+    weight = xp.reshape(xp.arange(K, 0, -1, dtype=xp.int64, device=dev), (K, 1))
+    zero = xp.zeros((1, 1), dtype=xp.int64, device=dev)
+    return K - xp.max(xp.where(cand == top, weight, zero), axis=0)
