@@ -881,9 +881,15 @@ def _viterbi_block_shape(T, block=None):
     ``C`` is about ``sqrt(T) / 4`` and at least 64 steps: the blocks run side by side, so the
     Python loop has ``C`` steps each over ``B`` blocks, and a short block keeps the per-call
     overhead small next to the data (NumPy, K = 5, T = 10^6: 250 steps over 4000 blocks).
+    Among the lengths within 25% of that, the one that pads least is taken (no padding when
+    ``T`` has a divisor there), since padding costs a copy of the chain.
     """
-    C = max(64, math.isqrt(T) // 4) if block is None else max(1, block)
-    C = min(C, T)
+    if block is not None:
+        C = min(max(1, block), T)
+    else:
+        C0 = min(max(64, math.isqrt(T) // 4), T)
+        C = min(range(max(1, C0 * 4 // 5), min(T, C0 * 5 // 4) + 1),
+                key=lambda c: (-(-T // c) * c - T, abs(c - C0)))
     return -(-T // C), C
 
 
@@ -896,27 +902,44 @@ def _max_plus_step(xp, d, A_rows):
     return out
 
 
+def _max_plus_argmax_step(xp, d, A_rows, index_dtype):
+    """:func:`_max_plus_step` and its back-pointers ``argmax_i d(i, n) + A(i, k)`` (K, N),
+    ties to the lower ``i`` (as ``argmax``). A later ``i`` is taken only when strictly better,
+    and then it exceeds every earlier pointer, so the pointers are a running maximum."""
+    best = d[0:1, :] + A_rows[0]
+    pointer = None
+    for i in range(1, len(A_rows)):
+        candidate = d[i:i + 1, :] + A_rows[i]
+        step = xp.astype(candidate > best, index_dtype) * i
+        pointer = step if pointer is None else xp.maximum(pointer, step)
+        best = xp.maximum(best, candidate)
+    if pointer is None:
+        pointer = xp.zeros(best.shape, dtype=index_dtype, device=device_of(d))
+    return best, pointer
+
+
 def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmup=None):
-    """Viterbi by speculative blocks: O(T K^2) work, about ``2 sqrt(T) / 4`` sequential steps.
+    """Viterbi by speculative blocks: O(T K^2) work, about ``sqrt(T) / 2`` sequential steps.
 
     The (max, +) analogue of :func:`_chain_products_blocked`. The chain is cut into ``B``
     blocks of ``C`` steps, laid out state-major as lanes ``(C, K, N)``, ``N`` = chains x
     blocks. Forward: each block's entry scores (known only up to a constant) are guessed by
     running the last ``warmup`` steps of the previous block from zeros; the maximising paths
     into every state then merge (survivor paths coalesce), after which the normalised scores
-    no longer depend on the start. All blocks run from their guesses at once, and the result is
-    accepted when every block's normalised exit equals the next block's guess to ``256 eps``
-    of the scores' size (block 0 starts from the exact ``log_pi``, so by induction every block
-    started from its exact prefix, up to a constant); otherwise the blocks rerun from the exits
-    (a sweep). Backtracking: every block is traced back at once from a guessed exit state (its
-    locally best one; the last block's is exact), and accepted when each block's exit state is
-    the back-pointer of the next block's entry state; otherwise it reruns from those. Both
-    checks are exact criteria, so the result is the same path as the sequential recursion
-    (ties to the lower state index, as there) up to rounding; a chain that does not coalesce
-    within a few sweeps is handed to the scan.
+    no longer depend on the start. All blocks run from their guesses at once, storing the
+    back-pointers, and the result is accepted when every block's normalised exit equals the
+    next block's guess to ``256 eps`` of the scores' size (block 0 starts from the exact
+    ``log_pi``, so by induction every block started from its exact prefix, up to a constant);
+    otherwise the blocks rerun from the exits (a sweep). Backtracking: every block is traced
+    back at once from a guessed state of the next block's first step (the last block's end
+    state is exact), and accepted when each guess is the state that the next block's trace
+    reached; otherwise the tracks are redone from the corrected states until they merge into
+    the earlier ones. Both checks are exact criteria, so the result is the sequential
+    recursion's path (ties to the lower state index, as there) up to rounding; a chain whose
+    survivors do not merge within a few sweeps is handed to the scan.
 
     Returns ``(path, log_prob)`` as :func:`viterbi`, or ``None`` when the caller should use
-    the scan (no coalescence, or a chain with no path of positive probability).
+    the scan (no coalescence, or a block with no path of positive probability).
     """
     T, K = log_lik.shape[-2], log_lik.shape[-1]
     batch = log_lik.shape[:-2]
@@ -926,25 +949,25 @@ def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmu
     N = nb * B
     pad = B * C - T
     inf = float("inf")
-    # Lanes: R[j, k, b * B + l] = log_lik of chain b at step l * C + j, state k; the padded
+    # Back-pointers in the narrowest integer type: a fresh (C, K, N) buffer costs its page
+    # faults, 8x fewer than a float64 one.
+    index_dtype = xp.int8 if K <= 127 else (xp.int16 if K <= 32767 else xp.int32)
+    # Lanes: R[j, k, b * B + l] = log_lik of chain b at step l * C + j, state k: a strided view
+    # of the chain (a transposing copy costs more than the strided reads it saves). The padded
     # steps (after T - 1, in the last block of each chain) are zeros and never read back.
     flat = xp.reshape(log_lik, (nb, T, K))
-    R = xp.empty((C, K, nb, B), dtype=dtype, device=dev)
-    if B > 1:
-        full = xp.reshape(flat[:, :(B - 1) * C, :], (nb, B - 1, C, K))
-        R[:, :, :, :B - 1] = xp.permute_dims(full, (2, 3, 0, 1))
-    last = flat[:, (B - 1) * C:, :]  # (nb, C - pad, K)
-    R[:C - pad, :, :, B - 1] = xp.permute_dims(last, (1, 2, 0))
     if pad:
-        R[C - pad:, :, :, B - 1] = xp.zeros((pad, K, nb), dtype=dtype, device=dev)
-    R = xp.reshape(R, (C, K, N))
+        flat = xp.concat([flat, xp.zeros((nb, pad, K), dtype=dtype, device=dev)], axis=1)
+    R = xp.permute_dims(xp.reshape(flat, (N, C, K)), (1, 2, 0))
     A_rows = [log_A[i, :][:, None] for i in range(K)]  # (K, 1) each: A(i, .) as a column
 
     # Block 0's entry: log_pi shifted to maximum 0, its shift kept for the score.
     pi = xp.reshape(xp.broadcast_to(log_pi, batch + (K,)), (nb, K))
     pi_shift = xp.max(pi, axis=-1)  # (nb,)
+    if not bool(xp.all(xp.isfinite(pi_shift))):
+        return None
     pi_entry = xp.permute_dims(pi - pi_shift[:, None], (1, 0))  # (K, nb)
-    lane = xp.arange(N, device=dev)
+    lane = xp.arange(N, dtype=xp.int64, device=dev)
     first = xp.reshape(lane % B == 0, (1, N))
     is_last = lane % B == B - 1
     pi_lanes = xp.reshape(xp.broadcast_to(pi_entry[:, :, None], (K, nb, B)), (K, N))
@@ -958,8 +981,8 @@ def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmu
         shifted = xp.concat([G[:, :1], G[:, :N - 1]], axis=1)
         return xp.where(first, pi_lanes, shifted)
 
-    # Forward. out[j] holds delta at step j (the best score of a path ending in each state,
-    # emission included), relative to the lane's entry.
+    # Forward: scores relative to each lane's entry; pointers[j] are the back-pointers of
+    # the transition out of step j.
     eps = float(xp.finfo(dtype).eps)
     if B > 1:
         w = min(C, max(32, C // 4)) if warmup is None else min(max(1, warmup), C)
@@ -969,14 +992,16 @@ def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmu
         G, _ = normalise(G)
     else:
         G = xp.zeros((K, N), dtype=dtype, device=dev)
-    out = xp.empty((C, K, N), dtype=dtype, device=dev)
+    jl = C - 1 - pad  # the last block's last real step
+    pointers = xp.empty((C, K, N), dtype=index_dtype, device=dev)
     previous = inf
     for sweep in range(max_sweeps):
         V = entries_from(G)
         for j in range(C):
             d = V + R[j, :, :]
-            out[j, :, :] = d
-            V = _max_plus_step(xp, d, A_rows)
+            if j == jl:
+                final = d[:, B - 1::B]  # (K, nb): delta_{T-1} of every chain, relative
+            V, pointers[j, :, :] = _max_plus_argmax_step(xp, d, A_rows, index_dtype)
         X, gain = normalise(V)
         if not bool(xp.all(xp.isfinite(gain))):
             return None  # a block with no path of positive probability: the scan copes
@@ -996,53 +1021,51 @@ def _viterbi_blocked(xp, log_pi, log_A, log_lik, block=None, max_sweeps=4, warmu
         return None
 
     # Score: the lane offsets are the running sums of the blocks' gains.
-    jl = C - 1 - pad  # the last block's last real step
-    final = out[jl, :, B - 1::B]  # (K, nb): delta_{T-1}, relative
     gains = xp.reshape(gain, (nb, B))
-    offset = xp.cumulative_sum(gains[:, :B - 1], axis=1) if B > 1 else None
     log_prob = pi_shift + xp.max(final, axis=0)
     if B > 1:
-        log_prob = log_prob + offset[:, B - 2]
-    end_state = xp.argmax(final, axis=0)  # (nb,): ties to the lower index
+        log_prob = log_prob + xp.sum(gains[:, :B - 1], axis=1)
+    end_state = xp.astype(_argmax_rows(xp, final), index_dtype)  # (nb,): ties to the lower
+    last_states = xp.reshape(xp.broadcast_to(end_state[:, None], (nb, B)), (N,))
+    flat_pointers = xp.reshape(pointers, (C, K * N))
 
-    # Backtracking. A guessed exit state per lane (its locally best), the exact one for the
-    # last block of each chain, then all lanes traced back at once.
-    def trace(exits, path=None):
-        """Trace every lane back from ``exits``. Given the ``path`` of an earlier trace, the
-        new tracks stop as soon as they have all merged into it (survivor paths coalesce, so
-        the earlier steps are then unchanged): a fix-up costs the merge depth, not a block."""
+    def back(j, s):
+        """States at step j of every lane, given the states ``s`` at step j + 1."""
+        return xp.take(flat_pointers[j, :], xp.astype(s, xp.int64) * N + lane)
+
+    def trace(guess_next, path=None):
+        """Trace every lane back from the guessed state of the next lane's first step. Given
+        the ``path`` of an earlier trace, the tracks stop as soon as they have all merged
+        into it (the earlier steps are then unchanged): a fix-up costs the merge depth."""
         fresh = path is None
         if fresh:
-            path = xp.empty((C, N), dtype=xp.int64, device=dev)
-        s = exits
+            path = xp.empty((C, N), dtype=index_dtype, device=dev)
+        s = back(C - 1, guess_next)
         for j in range(C - 1, -1, -1):
-            if j == jl and pad:
+            if j == jl:
                 s = xp.where(is_last, last_states, s)
             if not fresh and j < jl and (C - 1 - j) % 8 == 0 and bool(xp.all(path[j, :] == s)):
                 return path
             path[j, :] = s
             if j:
-                s = _argmax_rows(xp, out[j - 1, :, :] + xp.take(log_A, s, axis=1))
+                s = back(j - 1, s)
         return path
 
-    last_states = xp.reshape(xp.broadcast_to(xp.astype(end_state, xp.int64)[:, None], (nb, B)),
-                             (N,))
-    d_end = out[C - 1, :, :]  # (K, N): scores at each lane's last step
-    guess = xp.where(is_last, last_states, _argmax_rows(xp, d_end))
+    # First guess: the best state of the next lane's entry scores.
+    guess = xp.astype(_argmax_rows(xp, X), index_dtype)
     path = None
     for sweep in range(max_sweeps):
         path = trace(guess, path)
-        # lane n's exit must be the back-pointer of lane n + 1's entry state
-        nxt = xp.concat([path[0, 1:], path[0, :1]])
-        exact = _argmax_rows(xp, d_end + xp.take(log_A, nxt, axis=1))
-        exact = xp.where(is_last, last_states, exact)
-        if bool(xp.all(exact == guess)):
+        reached = xp.concat([path[0, 1:], path[0, :1]])  # lane n + 1's first state
+        reached = xp.where(is_last, guess, reached)  # no successor lane: nothing to check
+        if bool(xp.all(reached == guess)):
             break
-        guess = exact
+        guess = reached
     else:
         return None
     path = xp.reshape(xp.permute_dims(xp.reshape(path, (C, nb, B)), (1, 2, 0)), (nb, B * C))
-    return (xp.reshape(path[:, :T], batch + (T,)), xp.reshape(log_prob, batch))
+    return (xp.reshape(xp.astype(path[:, :T], xp.int64), batch + (T,)),
+            xp.reshape(log_prob, batch))
 
 
 def _argmax_rows(xp, cand):
