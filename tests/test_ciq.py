@@ -413,3 +413,29 @@ def test_adaptive_deflation_reads_the_right_hand_side():
             assert err <= 1.1 * err_plain, (err, err_plain)
         else:
             assert err < 2.0 * err_full, (err, err_full)
+
+
+@pytest.mark.parametrize("deflate", [0, 32])
+def test_deferred_solves_match_dense_shifted_solves(deflate):
+    """Without a workspace the forward forms x from the Lanczos basis directly and the
+    per-shift solves only when asked (a backward pass): both against dense solves."""
+    from gpnum.ciq import _DeferredSolves
+    from gpnum.linalg import Workspace
+
+    m, k = 200, 16
+    K = kernel_matrix("matern52", m, 1e4, seed=43)
+    Bm = np.random.default_rng(44).standard_normal((m, k))
+    res = inv_sqrt_matmul(K, Bm, rtol=1e-10, maxiter=400, deflate=deflate)
+    assert isinstance(res._solves, _DeferredSolves)
+    shifts, weights = (B.to_numpy(a) for a in (res.shifts, res.weights))
+    dense = np.stack([np.linalg.solve(K + s * np.eye(m), Bm) for s in shifts])
+    scale = np.abs(dense).max(axis=(1, 2))[:, None, None]
+    np.testing.assert_array_less(np.abs(res.solves - dense) / scale, 1e-6)
+    np.testing.assert_allclose(res.x, np.tensordot(weights, dense, axes=1), rtol=1e-6,
+                               atol=1e-8)
+    np.testing.assert_allclose(res.x, eig_power(K, Bm, -0.5), rtol=1e-5, atol=1e-8)
+    # with a workspace the solves are formed at once (the basis is the workspace's)
+    shared = inv_sqrt_matmul(K, Bm, rtol=1e-10, maxiter=400, deflate=deflate,
+                             workspace=Workspace())
+    assert not isinstance(shared._solves, _DeferredSolves)
+    np.testing.assert_allclose(shared.solves, res.solves, rtol=1e-9, atol=1e-12)
