@@ -96,11 +96,11 @@ class CIQResult:
     shifts: object
     weights: object
     _solves: object = field(repr=False)  # the solves, or a _DeferredSolves that forms them
-    inv_sqrt_x: object = None
-    num_iter: int = 0
-    info: int = 0
-    eigen_bounds: tuple = ()
-    kind: str = ""
+    inv_sqrt_x: object
+    num_iter: int
+    info: int
+    eigen_bounds: tuple
+    kind: str
     deflation: object = None
     deflation_products: int = 0
     complement: object = field(default=None, repr=False)
