@@ -46,6 +46,7 @@ from gpnum.errors import (ConvergenceWarning, NotPSDError, ShapeError, check_fin
 from gpnum.linalg import (AddedDiag, Dense, LinearOperator, default_block_size,
                           eigen_bounds as lanczos_eigen_bounds, msminres)
 from gpnum.linalg._deflation import _top_eigenpairs
+from gpnum.linalg._msminres import _combine_basis
 
 __all__ = [
     "CIQResult",
@@ -94,7 +95,7 @@ class CIQResult:
     x: object
     shifts: object
     weights: object
-    solves: object
+    _solves: object = field(repr=False)  # the solves, or a _DeferredSolves that forms them
     inv_sqrt_x: object
     num_iter: int
     info: int
@@ -103,6 +104,12 @@ class CIQResult:
     deflation: object = None
     deflation_products: int = 0
     complement: object = field(default=None, repr=False)
+
+    @property
+    def solves(self):
+        """The per-shift solutions ``(K + s_q I)^{-1} B`` (q, m, k); a forward call without a
+        workspace forms them from the Lanczos basis on first access (a backward pass)."""
+        return _solves_of(self._solves)
 
     @property
     def num_deflated(self) -> int:
@@ -287,7 +294,22 @@ def _deflation_block(deflate, m, k):
     return ell
 
 
-def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
+# The automatic search starts with half a block when the block is at least this large, and
+# stops there when the right-hand sides lie in the pairs found (module notes).
+_SPLIT_FIRST_BLOCK = 256
+
+
+def _rhs_outside(xp, B2, W):
+    """``max_j ||(I - W W^T) b_j|| / ||b_j||`` for orthonormal ``W``: how much of the
+    right-hand sides the complement solve still has to resolve (one (r, m) x (m, k) product,
+    one host synchronisation)."""
+    norms2 = xp.sum(B2 * B2, axis=0)
+    inside = xp.sum((W.T @ B2) ** 2, axis=0)
+    safe = xp.where(norms2 > 0.0, norms2, xp.ones_like(norms2))
+    return math.sqrt(max(0.0, float(xp.max(1.0 - inside / safe))))
+
+
+def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, B2=None):
     """(theta, W) of the accepted Ritz pairs, the number of product columns spent, and the
     operator msMINRES runs on in their complement (None without deflation).
 
@@ -297,6 +319,13 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
     so far with another block only while that is predicted to save more products than it
     costs (:func:`_round_pays`). Each further block is at most half of the complement left.
+    It also reads the right-hand sides ``B2``: with a block of at least 256 it first searches
+    half a block, and stops there when every column of ``B2`` lies in the pairs found up to
+    ``rtol`` of its norm: what is left for the complement solve is then already within its
+    tolerance (``rtol ||b||``), so more pairs could only save iterations that are not needed
+    (a smooth right-hand side such as SVGP's ``K_ZX``, whose complement solve then takes one
+    iteration, while a full block would cost several times the solve). Otherwise it goes on
+    with a full block as above.
 
     The complement operator: for an operator held as a matrix, the deflated matrix
     (:func:`_deflated_matrix`), updated after each round from the products the search has
@@ -324,6 +353,9 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     matrix = _stored_matrix(A)
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
     thetas, Ws, spent, found, block = [], [], 0, 0, ell
+    split = adaptive and B2 is not None and ell >= _SPLIT_FIRST_BLOCK
+    if split:
+        block = ell // 2
     op = A  # the operator searched: A, then its complement in the pairs found so far
     while True:
         theta, W, resid, AW = _top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
@@ -353,6 +385,16 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         else:
             op = _Complement(A, W_all)
         found += r
+        if split and len(Ws) == 1:
+            # The half block's verdict on the right-hand sides: stop when they lie in the
+            # pairs found, else search on with a full block (the split costs nothing then:
+            # half a block has been spent on the leading pairs that the full block finds).
+            if _rhs_outside(xp, B2, W_all) <= rtol:
+                break
+            block = min(ell, (m - found) // 2)
+            if block < _MIN_ROUND_BLOCK:
+                break
+            continue
         # The complement shrinks: later blocks take at most half of what is left of it. A
         # round that kept under a quarter of its block has reached the flat part of the
         # spectrum, where subspace iteration converges slowly: stop there too.
@@ -379,12 +421,56 @@ def _complement_operator(A, W, AW, floor):
     return Dense(_deflated_matrix(matrix, W, A @ W if AW is None else AW, floor), symmetric=True)
 
 
-def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspace):
+class _DeferredSolves:
+    """The per-shift solves ``(K + s_q I)^{-1} B`` (q, m, k) kept as the Lanczos basis and its
+    coefficients, with their weighted sum formed directly (a (k, J) x (J, m) product per
+    column). The (q, m, k) solves are formed only if asked for (a backward pass): a forward
+    call then touches no q m k values of fresh memory (61 MB at m = 2000, k = 256, q = 15,
+    where first touches cost as much as the solve). Used only for a basis owned by the call
+    (no shared workspace, which a later call would overwrite).
+    """
+
+    def __init__(self, xp, basis, coeffs, weights):
+        self.xp, self.basis, self.coeffs = xp, basis, coeffs
+        self._solves = None
+        # sum_q w_q y_i[q, :] for every basis vector i: (k, 1, J), then one batched product
+        cw = xp.stack([weights @ y for y in coeffs], axis=-1)  # (k, J)
+        self.weighted = (cw[:, None, :] @ basis)[:, 0, :].T  # (m, k) (a transposed view)
+        self.affine = None  # (scale (k,), W (m, r), D (q, r, k)) of a deflated solve
+
+    def solves(self):
+        if self._solves is None:
+            xp = self.xp
+            c = self.basis.shape[1]
+            out = _combine_basis(xp, self.basis, c, [y[None, ...] for y in self.coeffs])[0, ...]
+            if self.affine is not None:
+                scale, W, D = self.affine
+                for i in range(out.shape[0]):
+                    out[i, ...] = out[i, ...] * scale + W @ D[i, ...]
+            self._solves = out
+            self.basis = self.coeffs = None  # the solves replace them
+        return self._solves
+
+
+def _solves_of(value):
+    """The (q, m, k) solves of a :func:`_shifted_solves` output (formed if deferred)."""
+    return value.solves() if isinstance(value, _DeferredSolves) else value
+
+
+def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspace,
+                    weights=None):
     """(solves (q, m, k) of ``(K + s_q I) X = B``, msMINRES result), deflated if asked
-    (``complement``: the operator of :func:`_find_deflation`)."""
+    (``complement``: the operator of :func:`_find_deflation`). With ``weights`` and no
+    ``workspace``, the solves come as a :class:`_DeferredSolves` holding their weighted
+    sum (unless msMINRES folded its basis)."""
     xp = get_namespace(B2)
+    combine = None
+    if weights is not None and workspace is None:
+        def combine(basis, coeffs):
+            return _DeferredSolves(xp, basis, coeffs, weights)
     if deflation is None:
-        res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace)
+        res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace,
+                       _combine=combine)
         return res.x, res
     theta, W = deflation
     Bw = W.T @ B2  # (r, k)
@@ -394,8 +480,13 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
     norms = xp.sqrt(xp.sum(B2 * B2, axis=0))
     scale = xp.where(norms > 0.0, norms, xp.ones_like(norms))
     res = msminres(complement, (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
-                   maxiter=maxiter, workspace=workspace)
+                   maxiter=maxiter, workspace=workspace, _combine=combine)
     D = Bw[None, :, :] / (theta[None, :, None] + shifts[:, None, None])  # (q, r, k)
+    if isinstance(res.x, _DeferredSolves):
+        deferred = res.x
+        deferred.affine = (scale, W, D)
+        deferred.weighted = deferred.weighted * scale + W @ xp.tensordot(weights, D, axes=1)
+        return deferred, res
     # Assembled shift by shift into msMINRES's own output: whole-(q, m, k) temporaries are
     # fresh pages from the OS each call (tens of MB, above malloc's mmap threshold), measured
     # to cost as much as the solve itself at m = 2000, k = 256; (m, k) ones are reused.
@@ -481,18 +572,19 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)
     weights = asarray(weights_h, dtype=B.dtype, like=B2)
     deflation, spent, complement = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
-                                                   float(xp.finfo(B.dtype).eps), lo)
+                                                   float(xp.finfo(B.dtype).eps), lo, B2)
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)
         solves, res = _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter,
-                                      workspace)
+                                      workspace, weights)
     if res.info > 0:
         warnings.warn(f"CIQ: msMINRES stopped after {res.num_iter} iterations (maxiter={maxiter}) "
                       f"before reaching rtol={rtol:g}; K^(-1/2) B is less accurate than asked "
                       f"(info={res.info}).", ConvergenceWarning, stacklevel=2)
-    x = _weighted_sum(xp, weights, solves)
-    return CIQResult(x=x[:, 0] if vec else x, shifts=shifts, weights=weights, solves=solves,
+    x = solves.weighted if isinstance(solves, _DeferredSolves) else _weighted_sum(xp, weights,
+                                                                                   solves)
+    return CIQResult(x=x[:, 0] if vec else x, shifts=shifts, weights=weights, _solves=solves,
                      inv_sqrt_x=x[:, 0] if vec else x, num_iter=int(res.num_iter),
                      info=int(res.info), eigen_bounds=(lo, hi), kind="inv_sqrt",
                      deflation=deflation, deflation_products=spent, complement=complement)
@@ -511,7 +603,7 @@ def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 
                         eigen_bounds=eigen_bounds, num_lanczos=num_lanczos, workspace=workspace,
                         deflate=deflate)
     x = A @ r.inv_sqrt_x
-    return CIQResult(x=x, shifts=r.shifts, weights=r.weights, solves=r.solves,
+    return CIQResult(x=x, shifts=r.shifts, weights=r.weights, _solves=r._solves,
                      inv_sqrt_x=r.inv_sqrt_x, num_iter=r.num_iter + 1, info=r.info,
                      eigen_bounds=r.eigen_bounds, kind="sqrt", deflation=r.deflation,
                      deflation_products=r.deflation_products, complement=r.complement)

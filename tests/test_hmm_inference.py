@@ -11,7 +11,7 @@ from gpnum.hmm import forward_backward, viterbi
 from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
 from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
-METHODS = ["scan", "sequential"]  # viterbi's
+METHODS = ["scan", "blocked", "sequential"]  # viterbi's
 FB_METHODS = ["scan", "blocked", "sequential"]
 
 
@@ -280,3 +280,137 @@ def test_auto_method_choice(xp, to64):
     assert _auto_method(ns, little) == "scan"
     assert _auto_method(ns, long) == ("blocked" if cpu else "scan")
     assert _auto_method(ns, batched) == ("blocked" if cpu else "scan")
+
+
+# ------------------------------------------------------------------ the blocked Viterbi
+def _path_score(log_pi, log_A, log_lik, path):
+    """log-probability of one given path (independent of any Viterbi code)."""
+    T = log_lik.shape[0]
+    score = log_pi[path[0]] + log_lik[np.arange(T), path].sum()
+    return score + log_A[path[:-1], path[1:]].sum()
+
+
+def _count_viterbi_fallbacks(monkeypatch):
+    from gpnum.hmm import _inference
+
+    results = []
+    blocked = _inference._viterbi_blocked
+
+    def recording(*args, **kwargs):
+        out = blocked(*args, **kwargs)
+        results.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_inference, "_viterbi_blocked", recording)
+    return results
+
+
+@pytest.mark.parametrize("T,block", [(1000, None), (3001, None), (200, 16), (201, 16), (37, 8)])
+def test_blocked_viterbi_against_numpy(xp, dtype, to_xp, tol, T, block, monkeypatch):
+    """Several blocks (with and without a padded last block), batched, different starts per
+    chain: the same path as NumPy's textbook Viterbi, and the returned score is the score of
+    that path, summed independently."""
+    from gpnum.hmm import _inference
+
+    rng = np.random.default_rng(T + 7)
+    _, log_A, log_lik = random_hmm(rng, 4, T, batch=(3,), scale=2.0)
+    log_pis = np.log(rng.dirichlet(np.ones(4), size=3))
+    out = _inference._viterbi_blocked(xp, to_xp(log_pis), to_xp(log_A), to_xp(log_lik),
+                                      block=block)
+    assert out is not None  # a mixing chain: no fallback
+    path, log_prob = (_np(a) for a in out)
+    assert path.shape == (3, T) and log_prob.shape == (3,)
+    for b in range(3):
+        # the reference on the inputs as the dtype holds them
+        pi_b, A_b, ll_b = (_np(to_xp(a)).astype(np.float64) for a in (log_pis[b], log_A,
+                                                                       log_lik[b]))
+        ref_path, ref_best = numpy_viterbi(pi_b, A_b, ll_b)
+        np.testing.assert_allclose(log_prob[b], ref_best, rtol=20 * tol)
+        if dtype == xp.float64:
+            np.testing.assert_array_equal(path[b], ref_path)
+            np.testing.assert_allclose(_path_score(pi_b, A_b, ll_b, path[b]), ref_best,
+                                       rtol=1e-12)
+        else:  # float32 may resolve a near-tie differently, at no loss of score
+            assert np.mean(path[b] == ref_path) > 0.95
+            assert _path_score(pi_b, A_b, ll_b, path[b]) >= ref_best - 1e-4 * abs(ref_best)
+
+
+def test_blocked_viterbi_ties_and_forbidden_transitions(xp, to64):
+    """Integer-valued scores (all sums exact, so exact ties everywhere) and -inf transitions
+    (a cyclic left-to-right chain): the blocked path equals the textbook one, ties broken
+    towards the lower state index at every step, in every block."""
+    from gpnum.hmm import _inference
+
+    rng = np.random.default_rng(21)
+    K, T = 4, 777
+    log_lik = rng.integers(-2, 1, size=(2, T, K)).astype(float)  # many exact ties
+    log_A = rng.integers(-2, 0, size=(K, K)).astype(float)
+    log_A[np.arange(K), (np.arange(K) + 2) % K] = -np.inf  # forbidden jumps
+    log_pi = np.array([0.0, 0.0, -1.0, -np.inf])
+    for block in (None, 16, 50):
+        out = _inference._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
+                                          block=block)
+        assert out is not None
+        for b in range(2):
+            ref_path, ref_best = numpy_viterbi(log_pi, log_A, log_lik[b])
+            np.testing.assert_array_equal(_np(out[0])[b], ref_path)
+            assert _np(out[1])[b] == ref_best == _path_score(log_pi, log_A, log_lik[b],
+                                                             ref_path)
+    # brute force on a short chain with the same structure (several paths tie for the best,
+    # and enumeration may return another of them): the scores must agree
+    short = log_lik[0, :7]
+    _, _, _, _, best = brute_force(log_pi, log_A, short)
+    path, score = viterbi(to64(log_pi), to64(log_A), to64(short), method="blocked")
+    assert _np(score) == best == _path_score(log_pi, log_A, short, _np(path))
+
+
+def test_blocked_viterbi_falls_back_when_paths_never_merge(xp, to64, monkeypatch):
+    """With the identity transition matrix the survivor paths never merge (every state keeps
+    its own path): the speculation cannot be verified, the scan answers, exactly."""
+    rng = np.random.default_rng(22)
+    T, K = 3000, 3
+    with np.errstate(divide="ignore"):
+        log_A = np.log(np.eye(K))
+    log_pi = np.log(rng.dirichlet(np.ones(K)))
+    log_lik = rng.normal(size=(T, K))
+    results = _count_viterbi_fallbacks(monkeypatch)
+    path, log_prob = viterbi(to64(log_pi), to64(log_A), to64(log_lik), method="blocked")
+    assert results == [False]
+    best = log_pi + log_lik.sum(0)
+    np.testing.assert_array_equal(_np(path), np.full(T, np.argmax(best)))
+    np.testing.assert_allclose(_np(log_prob), best.max(), rtol=1e-12)
+
+
+def test_blocked_viterbi_sticky_chain_needs_sweeps(xp, to64, monkeypatch):
+    """A sticky chain with weak evidence: survivor paths merge slowly (longer than the
+    warm-up and some blocks), so guesses fail and further sweeps (or the scan) must still
+    give the textbook path."""
+    from gpnum.hmm import _inference
+
+    rng = np.random.default_rng(23)
+    T, K = 4000, 3
+    A = np.full((K, K), 0.02 / (K - 1)) + np.eye(K) * (1.0 - 0.02 - 0.02 / (K - 1))
+    log_A, log_pi = np.log(A), np.log(np.full(K, 1.0 / K))
+    log_lik = 0.3 * rng.normal(size=(T, K))
+    ref_path, ref_best = numpy_viterbi(log_pi, log_A, log_lik)
+    for block in (None, 64):
+        out = _inference._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
+                                          block=block)
+        if out is None:  # handed to the scan: still exact through the public function
+            out = viterbi(to64(log_pi), to64(log_A), to64(log_lik), method="scan")
+        np.testing.assert_array_equal(_np(out[0]), ref_path)
+        np.testing.assert_allclose(_np(out[1]), ref_best, rtol=1e-12)
+
+
+def test_viterbi_auto_uses_the_blocked_solver_on_long_chains(xp, to64, monkeypatch):
+    rng = np.random.default_rng(24)
+    log_pi, log_A, log_lik = random_hmm(rng, 3, 5000)
+    results = _count_viterbi_fallbacks(monkeypatch)
+    path, _ = viterbi(to64(log_pi), to64(log_A), to64(log_lik))
+    import array_api_compat
+
+    ns = array_api_compat.array_namespace(to64(log_lik))
+    cpu = array_api_compat.is_numpy_namespace(ns) or (
+        array_api_compat.is_torch_namespace(ns) and to64(log_lik).device.type == "cpu")
+    assert results == ([True] if cpu else [])
+    np.testing.assert_array_equal(_np(path), numpy_viterbi(log_pi, log_A, log_lik)[0])

@@ -190,3 +190,33 @@ def test_svi_step_sizes_and_interpolation(xp, to64):
         manual.posterior_ = {k: to64(v) for k, v in w.items()}
     for key in w:
         np.testing.assert_allclose(_np(model.posterior_[key]), w[key], rtol=1e-12, err_msg=key)
+
+
+def test_svi_fast_paths_match_the_textbook_recursions(monkeypatch):
+    """The SVI step's local work takes the fast paths (many short subchains: one stacked
+    forward/backward loop; emission parameters prepared once per step). Its result must
+    equal, to round-off, the same steps with every forward-backward replaced by the textbook
+    log-space recursions and the emission log likelihood computed from scratch per window."""
+    from gpnum.hmm import _base, _inference
+
+    rng = np.random.default_rng(31)
+    Y, _ = _sticky(rng, 3000, K=3, D=2)
+
+    def run():
+        model = GaussianHMM(3, 2, seed=0)
+        model.fit(Y, method="svi", subchain_length=20, num_subchains=24, steps=4, seed=2)
+        return model
+
+    fast = run()
+    textbook = _inference.forward_backward
+
+    def sequential(*args, **kwargs):
+        kwargs["method"] = "sequential"
+        return textbook(*args, **kwargs)
+
+    monkeypatch.setattr(_base, "forward_backward", sequential)
+    monkeypatch.setattr(GaussianHMM, "_log_lik_function", lambda self: self._expected_log_lik)
+    reference = run()
+    for key, value in fast.posterior_.items():
+        np.testing.assert_allclose(_np(value), _np(reference.posterior_[key]), rtol=1e-10,
+                                   atol=1e-10, err_msg=key)

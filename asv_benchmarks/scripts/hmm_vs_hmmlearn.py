@@ -1,4 +1,5 @@
-"""gpnum's batch VB against hmmlearn's VariationalGaussianHMM: held-out score and time/iteration.
+"""gpnum's batch VB against hmmlearn's VariationalGaussianHMM: held-out score and time/iteration;
+gpnum's Viterbi against hmmlearn's compiled one (``--viterbi``).
 
 hmmlearn is never a gpnum dependency: run this from a scratch environment that has it, e.g.
 
@@ -15,6 +16,15 @@ of every model in turn (hmmlearn continuing with ``n_iter=1`` and its ``_init``,
 KMeans at every fit, replaced by a no-op), so that load from other processes hits both alike;
 the median per-round ratio is reported. Both on NumPy, one BLAS thread; gpnum in float64 and
 float32 (hmmlearn computes in float64 only).
+
+``--viterbi``: the most probable path of a T-step, K-state chain (default 10^6 steps, 5 states),
+``gpnum.hmm.viterbi`` (``method="auto"``: the blocked solver on a CPU; also the scan with
+``--viterbi-scan``) against hmmlearn's compiled ``_hmmc.viterbi`` on the same log start,
+transition and per-step log likelihoods, interleaved round by round; both paths and
+scores are compared (they must agree exactly / to rounding).
+
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. /work/scratch-hmmlearn/bin/python \\
+        asv_benchmarks/scripts/hmm_vs_hmmlearn.py --viterbi --T 1000000
 """
 
 from __future__ import annotations
@@ -41,7 +51,13 @@ def main():
                         help="interleaved timing rounds (one iteration of each model per round)")
     parser.add_argument("--dtypes", default="float64,float32",
                         help="gpnum working precisions to run (hmmlearn is float64 only)")
+    parser.add_argument("--viterbi", action="store_true",
+                        help="time Viterbi against hmmlearn's compiled one instead of VB")
+    parser.add_argument("--viterbi-scan", action="store_true",
+                        help="with --viterbi: also time gpnum's scan method")
     args = parser.parse_args()
+    if args.viterbi:
+        return compare_viterbi(args)
     from hmmlearn import vhmm
 
     K = args.states
@@ -96,6 +112,51 @@ def main():
         print(f"gpnum {dtype}: median {np.median(mine):.3f} s/iteration; ratio hmmlearn / gpnum "
               f"per round: median {np.median(their / mine):.2f} (min {np.min(their / mine):.2f},"
               f" max {np.max(their / mine):.2f})")
+
+
+def compare_viterbi(args):
+    """Viterbi on one synthetic chain: gpnum (float64, NumPy) against hmmlearn's C++ loop."""
+    from hmmlearn import _hmmc
+
+    from gpnum.hmm import viterbi
+
+    K, T = args.states, args.T
+    rng = np.random.default_rng(0)
+    Y, _ = synthetic_chain(T, K=K, seed=0)
+    # The sticky chain's own parameters: a sticky transition matrix, unit-variance Gaussian
+    # emissions around K means (the per-step log likelihoods of the observed chain).
+    A = np.full((K, K), 0.05 / (K - 1)) + np.eye(K) * (0.95 - 0.05 / (K - 1))
+    means = rng.normal(scale=3.0, size=(K, Y.shape[1]))
+    log_lik = -0.5 * ((Y[:, None, :] - means[None]) ** 2).sum(-1)
+    log_pi, log_A = np.log(np.full(K, 1.0 / K)), np.log(A)
+    runs = {"gpnum auto": lambda: viterbi(log_pi, log_A, log_lik)}
+    if args.viterbi_scan:
+        runs["gpnum scan"] = lambda: viterbi(log_pi, log_A, log_lik, method="scan")
+    # hmmlearn's compiled routine takes the probabilities and their logarithms inside (as its
+    # _decode_viterbi calls it), the per-step likelihoods as logarithms.
+    pi = np.full(K, 1.0 / K)
+    runs["hmmlearn"] = lambda: _hmmc.viterbi(pi, A, log_lik)
+    times = {name: [] for name in runs}
+    results = {}
+    for _ in range(args.rounds):
+        for name, run in runs.items():
+            tic = time.perf_counter()
+            results[name] = run()
+            times[name].append(time.perf_counter() - tic)
+    their_score, their_path = results["hmmlearn"]
+    their = np.asarray(times["hmmlearn"])
+    print(f"Viterbi, T = {T}, K = {K}, float64, NumPy, {args.rounds} interleaved rounds")
+    print(f"hmmlearn _hmmc.viterbi: median {np.median(their):.4f} s")
+    for name in runs:
+        if name == "hmmlearn":
+            continue
+        path, score = results[name]
+        mine = np.asarray(times[name])
+        same = np.mean(np.asarray(path) == np.asarray(their_path))
+        print(f"{name}: median {np.median(mine):.4f} s; ratio gpnum / hmmlearn per round: "
+              f"median {np.median(mine / their):.2f} (min {np.min(mine / their):.2f}, max "
+              f"{np.max(mine / their):.2f}); same path at {same:.6f} of the steps; score "
+              f"{float(score):.6f} vs {float(their_score):.6f}")
 
 
 if __name__ == "__main__":

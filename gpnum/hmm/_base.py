@@ -97,6 +97,11 @@ class HMMBase:
         # (N, ...), _emission_features(Y) or None -> (N, K)
         raise NotImplementedError
 
+    def _log_lik_function(self):
+        """``Y -> _expected_log_lik(Y)`` under the current posterior; a family may do its
+        parameter work once here (the buffers of one SVI step share it)."""
+        return self._expected_log_lik
+
     def _emission_features(self, Y):  # (N, ...) -> per-fit data terms (model-specific) or None
         return None
 
@@ -348,6 +353,7 @@ class HMMBase:
         # A subchain that does not start the chain starts from the stationary distribution of
         # the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
         log_stationary = xp.log(_stationary(xp, A_mean))
+        log_lik_of = self._log_lik_function()
 
         dtype = self.prior_["A"].dtype
         n_starts = float(T - L + 1)
@@ -359,7 +365,7 @@ class HMMBase:
             steps_w = xp.arange(W, dtype=starts.dtype, device=device_of(starts))
             position = ws[:, None] + steps_w[None, :]  # (S, W) global times
             Ysub = xp.take(Y, xp.reshape(position, (-1,)), axis=0)  # gathered on the device
-            ll = xp.reshape(self._expected_log_lik(Ysub), (S, W, self.num_states))
+            ll = xp.reshape(log_lik_of(Ysub), (S, W, self.num_states))
             log_pi = xp.where((ws == 0)[:, None], log_pi0[None, :], log_stationary[None, :])
             # Batch factors (module docstring), zero outside each subchain's interior.
             zeros = xp.zeros((S, W), dtype=dtype, device=device_of(starts))

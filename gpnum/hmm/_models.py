@@ -206,9 +206,14 @@ class GaussianHMM(HMMBase):
         origin. ``weight`` and ``constant`` (K,) may depend on ``S`` only through
         :meth:`_logdet`.
         """
-        xp = get_namespace(Y)
+        return self._apply_quadratic(Y, self._prepare_quadratic(m, S, weight, constant))
+
+    def _prepare_quadratic(self, m, S, weight, constant):
+        """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
+        weight, constant)`` (Cholesky factors and inverses of the K scale matrices)."""
+        xp = get_namespace(m)
         K, D = self.num_states, self.dim
-        dev = device_of(Y)
+        dev = device_of(m)
         centre = xp.mean(m, axis=0)
         mc = m - centre
         if self.covariance == "full":
@@ -219,18 +224,23 @@ class GaussianHMM(HMMBase):
             offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
         else:
             inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
-            W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=Y.dtype,
+            W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype,
                                                                          device=dev), (2, 0, 1)),
                            (D, K * D))
             offset = xp.reshape(inv_sd * mc, (K * D,))
+        block = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=m.dtype, device=dev)[:, None, :],
+                                           (K, D, K)), (K * D, K))
+        return centre, xp.concat([W, -offset[None, :]], axis=0), block * weight, constant
+
+    def _apply_quadratic(self, Y, prepared):
+        xp = get_namespace(Y)
+        centre, W, block, constant = prepared
         # The offset rides in the GEMM on a column of ones (cheaper than a pass over (T, K D));
         # the products below are fresh, so they are updated in place.
-        ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=dev)
-        Z = xp.concat([Y - centre, ones], axis=1) @ xp.concat([W, -offset[None, :]], axis=0)
+        ones = xp.ones((Y.shape[0], 1), dtype=Y.dtype, device=device_of(Y))
+        Z = xp.concat([Y - centre, ones], axis=1) @ W
         Z *= Z
-        block = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=Y.dtype, device=dev)[:, None, :],
-                                           (K, D, K)), (K * D, K))
-        out = Z @ (block * weight)
+        out = Z @ block
         out += constant
         return out
 
@@ -242,6 +252,14 @@ class GaussianHMM(HMMBase):
         return xp.sum(xp.log(S), axis=-1)
 
     def _expected_log_lik(self, Y, features=None):
+        m, S, weight, constant = self._expected_quadratic()
+        xp = get_namespace(Y)
+        if features is not None and Y.dtype == xp.float64:
+            return self._quadratic_from_features(features, m, S, weight, constant)
+        return self._quadratic(Y, m, S, weight, constant)
+
+    def _expected_quadratic(self):
+        """``(m, S, weight, constant)`` of the expected log likelihood as a :meth:`_quadratic`."""
         D = self.dim
         kappa, m, S, nu = self._standard()
         logdet_S = self._logdet(S)
@@ -253,10 +271,13 @@ class GaussianHMM(HMMBase):
             # E lambda = a/b = nu / S.
             e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
         constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
-        xp = get_namespace(Y)
-        if features is not None and Y.dtype == xp.float64:
-            return self._quadratic_from_features(features, m, S, -0.5 * nu, constant)
-        return self._quadratic(Y, m, S, -0.5 * nu, constant)
+        return m, S, -0.5 * nu, constant
+
+    def _log_lik_function(self):
+        """:meth:`_expected_log_lik` with its parameter work done once (for many windows
+        under the same posterior, as SVI's growing buffers)."""
+        prepared = self._prepare_quadratic(*self._expected_quadratic())
+        return lambda Y: self._apply_quadratic(Y, prepared)
 
     def _quadratic_from_features(self, features, m, S, weight, constant):
         """:meth:`_quadratic` as one GEMM on the centred features ``F`` of

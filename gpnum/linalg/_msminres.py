@@ -197,7 +197,7 @@ def _combine_basis(xp, basis, c, coeffs):
 
 
 def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=None,
-             max_basis_bytes=2**30, workspace=None):
+             max_basis_bytes=2**30, workspace=None, _combine=None):
     """Solve ``(A + shifts[j] I) X_j = B`` for all shifts and all columns of ``B`` at once.
 
     Parameters
@@ -356,7 +356,12 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
             x, w_old, w_older = _fold(xp, basis, gammas, deltas, epss, phis, x, w_old, w_older)
             gammas, deltas, epss, phis = [], [], [], []
 
-    if gammas:
+    if gammas and x is None and _combine is not None:
+        # A caller's own use of the basis and the coefficients (CIQ: the weighted sum over
+        # the shifts without the (s, n, k) solutions; the basis is this call's, not shared).
+        y = _back_substitute(xp, gammas, deltas, epss, [p[None, ...] for p in phis])
+        x = _combine(basis[:, :len(gammas), :], [yi[0, ...] for yi in y])
+    elif gammas:
         x = _finish(xp, basis, gammas, deltas, epss, phis, x, w_old, w_older)
     converged = phibar <= tol
     if state == "converged":
