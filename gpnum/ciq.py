@@ -294,22 +294,7 @@ def _deflation_block(deflate, m, k):
     return ell
 
 
-# The automatic search starts with half a block when the block is at least this large, and
-# stops there when the right-hand sides lie in the pairs found (module notes).
-_SPLIT_FIRST_BLOCK = 256
-
-
-def _rhs_outside(xp, B2, W):
-    """``max_j ||(I - W W^T) b_j|| / ||b_j||`` for orthonormal ``W``: how much of the
-    right-hand sides the complement solve still has to resolve (one (r, m) x (m, k) product,
-    one host synchronisation)."""
-    norms2 = xp.sum(B2 * B2, axis=0)
-    inside = xp.sum((W.T @ B2) ** 2, axis=0)
-    safe = xp.where(norms2 > 0.0, norms2, xp.ones_like(norms2))
-    return math.sqrt(max(0.0, float(xp.max(1.0 - inside / safe))))
-
-
-def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, B2=None):
+def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     """(theta, W) of the accepted Ritz pairs, the number of product columns spent, and the
     operator msMINRES runs on in their complement (None without deflation).
 
@@ -319,13 +304,6 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, B2=None):
     condition number is about ``theta_r / lmin``), and searches the complement of the pairs found
     so far with another block only while that is predicted to save more products than it
     costs (:func:`_round_pays`). Each further block is at most half of the complement left.
-    It also reads the right-hand sides ``B2``: with a block of at least 256 it first searches
-    half a block, and stops there when every column of ``B2`` lies in the pairs found up to
-    ``rtol`` of its norm: what is left for the complement solve is then already within its
-    tolerance (``rtol ||b||``), so more pairs could only save iterations that are not needed
-    (a smooth right-hand side such as SVGP's ``K_ZX``, whose complement solve then takes one
-    iteration, while a full block would cost several times the solve). Otherwise it goes on
-    with a full block as above.
 
     The complement operator: for an operator held as a matrix, the deflated matrix
     (:func:`_deflated_matrix`), updated after each round from the products the search has
@@ -353,9 +331,6 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, B2=None):
     matrix = _stored_matrix(A)
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
     thetas, Ws, spent, found, block = [], [], 0, 0, ell
-    split = adaptive and B2 is not None and ell >= _SPLIT_FIRST_BLOCK
-    if split:
-        block = ell // 2
     op = A  # the operator searched: A, then its complement in the pairs found so far
     while True:
         theta, W, resid, AW = _top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
@@ -385,16 +360,6 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, B2=None):
         else:
             op = _Complement(A, W_all)
         found += r
-        if split and len(Ws) == 1:
-            # The half block's verdict on the right-hand sides: stop when they lie in the
-            # pairs found, else search on with a full block (the split costs nothing then:
-            # half a block has been spent on the leading pairs that the full block finds).
-            if _rhs_outside(xp, B2, W_all) <= rtol:
-                break
-            block = min(ell, (m - found) // 2)
-            if block < _MIN_ROUND_BLOCK:
-                break
-            continue
         # The complement shrinks: later blocks take at most half of what is left of it. A
         # round that kept under a quarter of its block has reached the flat part of the
         # spectrum, where subspace iteration converges slowly: stop there too.
@@ -572,7 +537,7 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)
     weights = asarray(weights_h, dtype=B.dtype, like=B2)
     deflation, spent, complement = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
-                                                   float(xp.finfo(B.dtype).eps), lo, B2)
+                                                   float(xp.finfo(B.dtype).eps), lo)
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -365,56 +365,6 @@ def test_deflated_vjp_finite_differences_through_a_held_matrix():
                np.array(np.sum(g["operator"]["A"] * E)), name="E direction")
 
 
-def test_rhs_outside_matches_a_dense_projection():
-    from gpnum.ciq import _rhs_outside
-
-    rng = np.random.default_rng(41)
-    W, _ = np.linalg.qr(rng.standard_normal((50, 7)))
-    Bm = rng.standard_normal((50, 5))
-    Bm[:, 2] = W @ rng.standard_normal(7) + 1e-3 * rng.standard_normal(50)  # nearly inside
-    P = np.eye(50) - W @ W.T
-    ref = max(np.linalg.norm(P @ Bm[:, j]) / np.linalg.norm(Bm[:, j]) for j in range(5))
-    assert abs(_rhs_outside(np, Bm, W) - ref) < 1e-12
-    assert _rhs_outside(np, Bm[:, 2:3], W) < 1e-2
-
-
-def test_adaptive_deflation_reads_the_right_hand_side():
-    """The automatic search first takes half a block; a smooth right-hand side (SVGP's K_ZX,
-    within rtol in the span of the leading eigenvectors) stops it there, a random one does
-    not. Both against a dense eigh reference, at the accuracy rtol asks for (as the plain,
-    undeflated solve) and for the random one as a full search's."""
-    m = 600
-    rng = np.random.default_rng(42)
-    z, x = rng.uniform(size=(m, 2)), rng.uniform(size=(64, 2))
-
-    def matern(a, b):
-        r = np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)) / 0.3
-        return (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
-
-    K0 = matern(z, z)
-    op = AddedDiag(Dense(K0, symmetric=True), Diagonal(np.asarray(1e-4), m))
-    K = K0 + 1e-4 * np.eye(m)
-    half = min(384, m // 2) // 2
-    smooth = matern(z, x)
-    rough = rng.standard_normal((m, 64))
-    for rhs, stops in ((smooth, True), (rough, False)):
-        ref = eig_power(K, rhs, -0.5)
-        res = inv_sqrt_matmul(op, rhs, rtol=1e-3, maxiter=400)
-        full = inv_sqrt_matmul(op, rhs, rtol=1e-3, maxiter=400, deflate=min(384, m // 2))
-        assert res.info == 0 and res.num_deflated > 0
-        assert (res.deflation_products == 5 * half) == stops
-        err, err_full = (np.linalg.norm(r.x - ref) / np.linalg.norm(ref) for r in (res, full))
-        assert err < 20 * 1e-3, err
-        if stops:
-            assert res.deflation_products < full.deflation_products
-            assert res.num_iter <= 2
-            plain = inv_sqrt_matmul(op, rhs, rtol=1e-3, maxiter=400, deflate=0)
-            err_plain = np.linalg.norm(plain.x - ref) / np.linalg.norm(ref)
-            assert err <= 1.1 * err_plain, (err, err_plain)
-        else:
-            assert err < 2.0 * err_full, (err, err_full)
-
-
 @pytest.mark.parametrize("deflate", [0, 32])
 def test_deferred_solves_match_dense_shifted_solves(deflate):
     """Without a workspace the forward forms x from the Lanczos basis directly and the
