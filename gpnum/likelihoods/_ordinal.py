@@ -7,6 +7,7 @@ import math
 from gpnum.backend import asarray, device_of, get_namespace, to_numpy
 from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._special import log_ndtr
+from gpnum.likelihoods._targets import labels_bad, labels_ok
 
 __all__ = ["Ordinal"]
 
@@ -101,21 +102,13 @@ class Ordinal(Likelihood):
     # -- targets -------------------------------------------------------------------------------
 
     def _targets_ok(self, xp, y):
-        top = self.num_classes - 1
-        if xp.isdtype(y.dtype, "bool"):
-            return xp.asarray(True, device=device_of(y))
-        if xp.isdtype(y.dtype, "integral"):
-            return xp.all((y >= 0) & (y <= top))
-        return xp.all(xp.isfinite(y) & (y >= 0.0) & (y <= float(top)) & (xp.floor(y) == y))
+        return labels_ok(xp, y, self.num_classes)
 
     def _targets_message(self, xp, y):
         from gpnum.likelihoods._targets import describe_bad
 
         top = self.num_classes - 1
-        if xp.isdtype(y.dtype, "integral"):
-            bad = (y < 0) | (y > top)
-        else:
-            bad = ~(xp.isfinite(y) & (y >= 0.0) & (y <= float(top)) & (xp.floor(y) == y))
+        bad = labels_bad(xp, y, self.num_classes)
         return describe_bad(self, xp, y, bad, f"integer labels in 0..{top}")
 
     # -- edges ---------------------------------------------------------------------------------

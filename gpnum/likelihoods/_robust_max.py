@@ -7,6 +7,7 @@ import math
 from gpnum.backend import device_of, get_namespace, to_numpy
 from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._special import log_ndtr, log_ndtr_and_grad
+from gpnum.likelihoods._targets import labels_ok
 
 __all__ = ["RobustMax"]
 
@@ -87,12 +88,7 @@ class RobustMax(Likelihood):
     # -- targets -------------------------------------------------------------------------------
 
     def _targets_ok(self, xp, y):
-        top = self.num_classes - 1
-        if xp.isdtype(y.dtype, "bool"):
-            return xp.asarray(True, device=device_of(y))
-        if xp.isdtype(y.dtype, "integral"):
-            return xp.all((y >= 0) & (y <= top))
-        return xp.all(xp.isfinite(y) & (y >= 0.0) & (y <= float(top)) & (xp.floor(y) == y))
+        return labels_ok(xp, y, self.num_classes)
 
     def _targets_message(self, xp, y):
         if xp.isdtype(y.dtype, "real floating"):
