@@ -185,12 +185,18 @@ class GPR(FullBatchGaussianModel):
         g_kernel = vjp(xp.astype(K_bar, self.dtype, copy=False))["params"]
         # dK_y/d sigma^2 = I: the trace of K_bar, tr(K_y^{-1}) = |L^{-1}|_F^2.
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(Linv * Linv))
-        grads = {"mean": self._scalar(xp.sum(alpha))}
+        return value, self._pack_grads(alpha, g_kernel, g_noise)
+
+    def _pack_grads(self, alpha, g_kernel, g_noise):
+        """The LML's gradients keyed like :meth:`parameters`: the constant mean's is
+        ``sum(alpha)`` with ``alpha = K_y^{-1} (y - c)``; the kernel's and the noise's as given
+        (Cholesky and CG paths alike)."""
+        grads = {"mean": self._scalar(self.xp.sum(alpha))}
         kernel_params = self.kernel.parameters()
         grads.update({f"kernel.{k}": self._shaped(v, kernel_params[k].shape)
                       for k, v in g_kernel.items()})
         grads["likelihood.variance"] = self._shaped(g_noise, self.likelihood.variance.shape)
-        return value, grads
+        return grads
 
     # ------------------------------------------------------------------ public API
     def log_marginal_likelihood(self):

@@ -205,12 +205,7 @@ def lml(model, X, y, need_grad):
         per_probe = xp.sum(U * V, axis=0)
         model._cg_last["noise_grad_std_error"] = float(
             0.5 * xp.std(per_probe, correction=1) / math.sqrt(t))
-    grads = {"mean": model._scalar(xp.sum(alpha))}
-    kernel_params = model.kernel.parameters()
-    grads.update({f"kernel.{k}": model._shaped(v, kernel_params[k].shape)
-                  for k, v in g_kernel.items()})
-    grads["likelihood.variance"] = model._shaped(g_noise, model.likelihood.variance.shape)
-    return value, grads
+    return value, model._pack_grads(alpha, g_kernel, g_noise)
 
 
 # ------------------------------------------------------------------------ predictions
@@ -282,7 +277,6 @@ def _love_cache(A, M, start, k):
     def B(X):
         return apply_W(A @ apply_Wt(X))
 
-    xp = A.xp
     lz = lanczos(B, apply_W(start[:, None])[:, 0], k)
     L_T = cholesky(lz.tridiagonal())
     return {"love_Q": lz.basis, "love_L": L_T, "love_W": apply_W}
