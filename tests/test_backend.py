@@ -486,6 +486,29 @@ def test_triangular_inverse_of_a_singular_matrix():
         B.triangular_inverse(L)
 
 
+@pytest.mark.parametrize("n", [1, 9, 300])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cho_inverse_against_numpy(xp, device, dtype, n, order):
+    """(L L^T)^{-1} from a lower factor whose upper triangle holds garbage (never read) against
+    np.linalg.inv of the matrix; n = 300 crosses the mirroring's 256-row blocks."""
+    rng = np.random.default_rng(5)
+    G = rng.standard_normal((n, n))
+    A = G @ G.T / n + np.eye(n)
+    L = np.linalg.cholesky(A) + np.triu(rng.standard_normal((n, n)), 1)
+    got = B.to_numpy(B.cho_inverse(B.asarray(np.asarray(L, order=order), dtype=dtype, xp=xp,
+                                             device=device)))
+    tol = 1e-4 if dtype == xp.float32 else 1e-12
+    np.testing.assert_allclose(got, np.linalg.inv(A), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(got, got.T)
+
+
+def test_cho_inverse_of_a_singular_factor():
+    L = np.tril(np.ones((4, 4)))
+    L[1, 1] = 0.0
+    with pytest.raises(gpnum.NotPSDError, match="diagonal entry 1 is zero"):
+        B.cho_inverse(L)
+
+
 def test_row_dots_against_numpy(to_xp, xp, dtype):
     rng = np.random.default_rng(40)
     a, b = rng.standard_normal((7, 5)), rng.standard_normal((7, 5))

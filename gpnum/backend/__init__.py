@@ -8,6 +8,7 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 
 from gpnum.backend._convert import asarray, device_of, get_namespace, host_device, is_array, to_numpy
 from gpnum.backend._linalg import (
+    cho_inverse,
     cho_solve,
     cholesky,
     cholesky_vjp,
@@ -29,6 +30,7 @@ __all__ = [
     "Generator",
     "asarray",
     "backend_name",
+    "cho_inverse",
     "cho_solve",
     "cholesky",
     "cholesky_vjp",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import cholesky, matmul, solve_triangular
+from gpnum.backend import cho_inverse, cholesky, matmul, solve_triangular
 from gpnum.models import _gpr_cg
 from gpnum.errors import NotPSDError
 from gpnum.models._composite import FullBatchGaussianModel
@@ -178,13 +178,12 @@ class GPR(FullBatchGaussianModel):
         if not need_grad:
             return value, None
         alpha = solve_triangular(L, w, lower=True, trans=True)  # K_y^{-1} r
-        Linv = solve_triangular(L, xp.eye(n, dtype=L.dtype, device=self._device), lower=True)
-        Ky_inv = matmul(Linv.T, Linv)
+        K_bar = cho_inverse(L)  # K_y^{-1}, overwritten below
+        # dK_y/d sigma^2 = I: the trace of K_bar.
+        g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(xp.linalg.diagonal(K_bar)))
         # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
-        K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - Ky_inv)
+        K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - K_bar)
         g_kernel = vjp(xp.astype(K_bar, self.dtype, copy=False))["params"]
-        # dK_y/d sigma^2 = I: the trace of K_bar, tr(K_y^{-1}) = |L^{-1}|_F^2.
-        g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(Linv * Linv))
         return value, self._pack_grads(alpha, g_kernel, g_noise)
 
     def _pack_grads(self, alpha, g_kernel, g_noise):
