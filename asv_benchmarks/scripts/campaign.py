@@ -22,6 +22,9 @@ Usage (from the repository's top folder)::
     python asv_benchmarks/scripts/campaign.py --quick            # < 1 minute: CI's subset
     nice -n 5 python asv_benchmarks/scripts/campaign.py --out campaign.json
     python asv_benchmarks/scripts/campaign.py --time-budget 1800 # stop starting runs after 30 min
+    python asv_benchmarks/scripts/campaign.py --shard 0/2 --out c0.json &  # one per core
+    python asv_benchmarks/scripts/campaign.py --shard 1/2 --out c1.json
+    python asv_benchmarks/scripts/campaign.py --merge c0.json c1.json      # the whole matrix
 
 A model the command line refuses as a whole (an older CLI without ``--model gpr``) is skipped
 with a note instead of counted as a refusal.
@@ -180,13 +183,25 @@ def main(argv=None):
                    help="order of the runs (shuffled so that a stopped campaign covers every "
                         "axis)")
     p.add_argument("--only", default=None, help="a substring a run's model label must contain")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="run only the K-th of N interleaved parts (one process per core)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="print the matrix of these outcome files (the shards of one campaign)")
     args = p.parse_args(argv)
+    if args.merge:
+        records = [r for path in args.merge for r in json.load(open(path))["records"]]
+        text, totals = matrix(records)
+        print(text)
+        print(f"{len(records)} runs: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+        return 1 if totals["traceback"] else 0
     if args.quick:
         args.max_train, args.num_inducing, args.epochs = 120, 8, 1
     runs = all_runs(args.quick)
     if args.only:
         runs = [r for r in runs if args.only in r["model"]]
     random.Random(args.seed).shuffle(runs)
+    k, n_shards = (int(v) for v in args.shard.split("/"))
+    runs = runs[k::n_shards]
     records, refused_models = [], {}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as workdir:
