@@ -168,6 +168,33 @@ def matrix(records):
     return "\n".join(lines), totals
 
 
+def tables(records):
+    """The outcome counts by model, data set, backend and dtype, optimiser, and the refusals
+    (the tables of docs/reliability.md)."""
+    def by(key, title):
+        rows = {}
+        for r in records:
+            rows.setdefault(key(r), {"ok": 0, "refused": 0, "traceback": 0, "skipped": 0})
+            rows[key(r)][r["status"]] += 1
+        out = [f"| {title} | ok | refused | traceback |", "|---|---|---|---|"]
+        out += [f"| {k} | {c['ok']} | {c['refused']} | {c['traceback']} |"
+                for k, c in sorted(rows.items())]
+        return "\n".join(out)
+
+    refusals = {}
+    for r in records:
+        if r["status"] in ("refused", "traceback"):
+            refusals[r["message"]] = refusals.get(r["message"], 0) + 1
+    ref = ["| refusal or failure (its last line) | runs |", "|---|---|"]
+    ref += [f"| {m} | {c} |" for m, c in sorted(refusals.items(), key=lambda kv: -kv[1])]
+    return "\n\n".join([
+        by(lambda r: r["model"].replace("+temper", " --temper"), "model / objective"),
+        by(lambda r: r["dataset"], "data set"),
+        by(lambda r: f"{r['backend']} {r['dtype']}", "backend, dtype"),
+        by(lambda r: r["optimizer"], "optimizer"),
+        "\n".join(ref)])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the CI subset (well under a minute)")
@@ -192,6 +219,8 @@ def main(argv=None):
         records = [r for path in args.merge for r in json.load(open(path))["records"]]
         text, totals = matrix(records)
         print(text)
+        print()
+        print(tables(records))
         print(f"{len(records)} runs: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
         return 1 if totals["traceback"] else 0
     if args.quick:
