@@ -47,6 +47,7 @@ from gpnum.inducing import kmeans
 from gpnum.kernels import RBF, Kernel
 from gpnum.likelihoods import Bernoulli, Gaussian
 from gpnum.models import GPR, SVGP, default_kernel, default_likelihood, inducing_jitter
+from gpnum.optim import DEFAULT_RECIPE as _RECIPE
 from gpnum.optim import fit as gpnum_fit
 
 __all__ = ["GPRegressor", "SVGPRegressor", "SVGPClassifier"]
@@ -578,7 +579,8 @@ class _SVGPEstimator(_GPnumEstimator):
 
     def _check_svgp_settings(self):
         _check_int(self.num_inducing, "num_inducing", 1)
-        _check_int(self.epochs, "epochs", 1)
+        if self.epochs is not None:
+            _check_int(self.epochs, "epochs", 1)
         _check_int(self.batch_size, "batch_size", 1)
         if self.whitening not in ("cholesky", "ciq"):
             raise ValueError(f"whitening: expected 'cholesky' or 'ciq', got {self.whitening!r}")
@@ -597,7 +599,8 @@ class _SVGPEstimator(_GPnumEstimator):
         model = SVGP(self._initial_kernel(X.shape[1], xp, dtype), likelihood, Z,
                      num_data=X.shape[0], whitening=self.whitening, jitter=jitter)
         history = gpnum_fit(model, Xb, B.asarray(y_model, dtype=dtype, xp=xp),
-                            epochs=int(self.epochs), batch_size=int(self.batch_size),
+                            epochs=None if self.epochs is None else int(self.epochs),
+                            batch_size=int(self.batch_size),
                             optimizer=self.optimizer, lr=float(self.lr), gamma=float(self.gamma),
                             seed=seed, progress=False)
         if history.stopped is not None:
@@ -643,8 +646,11 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
     num_inducing : int
         Number of inducing points ``m``, placed by k-means (at most the number of distinct
         training inputs) and then learned.
-    epochs, batch_size : int
-        Passes over the data and minibatch size.
+    epochs : int, optional
+        Passes over the data. Default: gpnum's default recipe (as :func:`gpnum.fit`): 20, or
+        as many as 1,500 minibatch steps take, whichever is more.
+    batch_size : int
+        Minibatch size.
     likelihood : str
         ``"gaussian"`` (default, noise variance learned), ``"studentt"``, or the name of another
         gpnum likelihood class for real-valued targets.
@@ -671,9 +677,9 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, kernel=None, *, num_inducing=500, epochs=20, batch_size=256,
-                 likelihood="gaussian", whitening="cholesky", optimizer="ngd", lr=0.01,
-                 gamma=0.1, normalize_y=True, random_state=None, backend=None, dtype="float64"):
+    def __init__(self, kernel=None, *, num_inducing=500, epochs=None,
+                 batch_size=_RECIPE["batch_size"], likelihood="gaussian", whitening="cholesky",
+                 optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"], normalize_y=True, random_state=None, backend=None, dtype="float64"):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.epochs = epochs
@@ -760,7 +766,9 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
     kernel : gpnum kernel, optional
         Default: ARD Matern-5/2 with unit lengthscales and variance. Many-class models share
         it between their latent functions (one per class).
-    num_inducing, epochs, batch_size : int
+    num_inducing, batch_size : int
+    epochs : int, optional
+        Default: gpnum's default recipe, as :class:`SVGPRegressor`.
     likelihood : str
         ``"auto"`` (default): ``"bernoulli"`` (probit) for two classes, otherwise ``"softmax"``
         when gpnum.likelihoods has it, else ``"robustmax"``. Also ``"probit"`` / ``"logit"``
@@ -776,8 +784,9 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
         As for :class:`SVGPRegressor`.
     """
 
-    def __init__(self, kernel=None, *, num_inducing=500, epochs=20, batch_size=256,
-                 likelihood="auto", whitening="cholesky", optimizer="ngd", lr=0.01, gamma=0.1,
+    def __init__(self, kernel=None, *, num_inducing=500, epochs=None,
+                 batch_size=_RECIPE["batch_size"], likelihood="auto", whitening="cholesky",
+                 optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"],
                  random_state=None, backend=None, dtype="float64"):
         self.kernel = kernel
         self.num_inducing = num_inducing

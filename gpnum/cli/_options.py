@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpnum.cli import _argtypes as argtypes
+from gpnum.optim import DEFAULT_RECIPE as RECIPE
 
 __all__ = ["CLIError", "Parser", "add_training_args", "resolve_optimizer", "LIKELIHOODS",
            "KERNELS", "OBJECTIVES", "COMPARE_MODELS", "FULL_BATCH_MODELS"]
@@ -84,16 +85,20 @@ def add_training_args(p, *, compare=False):
                        help="natural-gradient algebra: 'dense' (one O(m^3) Cholesky per step) or "
                             "'krylov' (PCG solves only, O(J m^2 b); pays off only for very "
                             "large m) (default: %(default)s)")
-    train.add_argument("--epochs", type=argtypes.positive_int, default=2 if compare else 20,
-                       help="passes over the training data (default: %(default)s)")
-    train.add_argument("--batch-size", type=argtypes.positive_int, default=256,
+    # The default recipe is gpnum.fit's (gpnum.optim.DEFAULT_RECIPE): one for both doors.
+    if compare:
+        train.add_argument("--epochs", type=argtypes.positive_int, default=2,
+                           help="passes over the training data (default: %(default)s)")
+    else:
+        train.add_argument("--epochs", type=argtypes.positive_int, default=None,
+                           help=f"passes over the training data (default: "
+                                f"{RECIPE['epochs']}, or as many as {RECIPE['min_steps']} "
+                                "minibatch steps take, whichever is more)")
+    train.add_argument("--batch-size", type=argtypes.positive_int, default=RECIPE["batch_size"],
                        help="minibatch size (default: %(default)s)")
-    # 0.03 rather than gpnum.fit's 0.01: the noise variance starts at log 2 and must fall ~20x
-    # on elevators, which Adam at 0.01 does slowly (elevators, m = 500: test NLL 0.95 after 3
-    # epochs at 0.01; 0.49 after 5, 0.47 after 8 and 0.454 after 20 epochs (35 s) at 0.03).
-    train.add_argument("--lr", type=argtypes.positive_float, default=0.03,
+    train.add_argument("--lr", type=argtypes.positive_float, default=RECIPE["lr"],
                        help="Adam learning rate (default: %(default)s)")
-    train.add_argument("--gamma", type=argtypes.positive_float, default=0.1,
+    train.add_argument("--gamma", type=argtypes.positive_float, default=RECIPE["gamma"],
                        help="natural-gradient step size in (0, 1] (default: %(default)s)")
     train.add_argument("--lr-decay", type=argtypes.int_list, default=None, metavar="E1,E2,...",
                        help="decay the Adam learning rate 10x at these epochs (the CIQ study, "

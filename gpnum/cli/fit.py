@@ -54,7 +54,7 @@ def _resume_model(args, X, dtype, xp):
                        f"{n_model} points with {d_model} inputs, "
                        f"this data has {X.shape[0]} with {X.shape[1]}; pass the same data options "
                        "(--dataset/--csv, --split, --seed, --max-train)")
-    if state.epoch > args.epochs:
+    if args.epochs is not None and state.epoch > args.epochs:
         raise CLIError(f"--resume {args.resume}: the checkpoint is at epoch {state.epoch}, past "
                        f"--epochs {args.epochs} (the total to train to)")
     return model
@@ -99,7 +99,8 @@ def run(args):
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
     if model is not None:
-        print(f"resuming {args.resume} at epoch {model.training_state.epoch} of {args.epochs} "
+        total = args.epochs if args.epochs is not None else "the default number"
+        print(f"resuming {args.resume} at epoch {model.training_state.epoch} of {total} "
               "(the checkpoint's model, optimiser state and minibatch order)", flush=True)
     callbacks = ()
     if args.save is not None:

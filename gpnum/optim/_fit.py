@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gpnum import backend as B
 from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.optim import _defaults
 from gpnum.optim._adam import Adam
 from gpnum.optim._ngd import NaturalGradient
 
@@ -128,8 +129,8 @@ def _check_fixed(model, fixed, optimizer):
     return names
 
 
-def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=0.01,
-        gamma=0.1, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
+def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, optimizer=None,
+        lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
         clip_curvature=True, fixed=(), maxiter=1000):
     """Train a model of the model protocol (docs: "Adding a model").
@@ -143,9 +144,12 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
     X, y : arrays (n, d), (n,)
         Training data on any backend (converted to the model's), validated once here.
         Alternatively ``batches``. Full-batch models use their own data when these are None.
-    epochs : int
+    epochs : int, optional
         Total number of passes over the data. With ``resume=True`` training continues from the
-        epoch stored in ``model.training_state`` up to this total.
+        epoch stored in ``model.training_state`` up to this total. Default (the default recipe,
+        :mod:`gpnum.optim.defaults`): 20 epochs or as many as 1,500 minibatch steps take,
+        whichever is more (:func:`gpnum.optim.default_epochs`); 20 for full-batch models and
+        for a ``batches`` callable.
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
@@ -200,9 +204,10 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
 
     Notes
     -----
-    Defaults: NGD ``gamma = 0.1`` and Adam ``lr = 0.01`` without decay. On ~15k points that
-    reaches published SVGP accuracy within 20 epochs; the seed's 10x decays at epochs
-    1, 5, 10, 15 suit its 300k-point sets and stop far short on small ones, so they are opt-in.
+    Defaults: the default recipe (``gpnum.optim.DEFAULT_RECIPE``, the same as the command
+    line's), chosen by the sweep in docs/benchmarks.md over every bundled data set. The seed's
+    10x decays at epochs 1, 5, 10, 15 suit its 300k-point sets and stop far short on small
+    ones, so they are opt-in.
     A non-finite ELBO or parameter stops training with the parameters of the last good step
     restored and a warning naming the parameter.
     """
@@ -217,9 +222,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
     if not full_batch and optimizer == "lbfgs":
         raise ValueError(f"optimizer='lbfgs' needs a full-batch model (GPR, SGPR); "
                          f"{type(model).__name__} trains on minibatches: use 'ngd' or 'adam'")
-    epochs = int(epochs)
+    epochs = None if epochs is None else int(epochs)
     batch_size = int(batch_size)
-    if epochs < 0 or batch_size < 1:
+    if (epochs is not None and epochs < 0) or batch_size < 1:
         raise ValueError(f"epochs >= 0 and batch_size >= 1 expected, got {epochs}, {batch_size}")
     fixed = _check_fixed(model, fixed, optimizer)
     if full_batch:
@@ -236,6 +241,9 @@ def fit(model, X=None, y=None, *, epochs=20, batch_size=256, optimizer=None, lr=
         if X is None or y is None:
             raise ValueError("fit: pass X and y, or a batches callable")
         X, y = model.check_data(X, y)  # once: each step then trusts them
+    if epochs is None:
+        epochs = (_defaults.default_epochs(X.shape[0], batch_size)
+                  if not full_batch and batches is None else _defaults.EPOCHS)
     if resume:
         state = getattr(model, "training_state", None)
         if state is None:
