@@ -301,6 +301,40 @@ def test_one_ngd_step_reaches_the_conjugate_optimum(xp, device, method):
     np.testing.assert_allclose(theta1[1], t_g, rtol=tol, atol=tol)
 
 
+def test_natural_statistics_of_row_chunks_add_up_to_the_batch():
+    """What gpnum.distributed gathers: with A (L, m, b) the per-latent sums over row chunks
+    equal the whole batch's, and equal A_l diag(g_var_l) A_l^T, A_l g_mu_l formed densely."""
+    from gpnum.optim import natural_statistics
+
+    X, Zs, y, q_mu, q_sqrt = problem(13, b=10)
+    model = build(HeteroscedasticGaussian(), Zs, q_mu, q_sqrt)
+    whole = natural_statistics(model.data_term_and_grad(X, y, scale=1.0), clip_curvature=True)
+    parts = [natural_statistics(model.data_term_and_grad(X[r], y[r], scale=1.0),
+                                clip_curvature=True) for r in (slice(0, 4), slice(4, 10))]
+    d = model.data_term_and_grad(X, y, scale=1.0)
+    for l in range(2):
+        A_l = np.linalg.solve(np.linalg.cholesky(matern52(Zs[l], Zs[l], LS, KVAR)
+                                                 + JITTER * np.eye(5)),
+                              matern52(Zs[l], X, LS, KVAR))
+        gv = np.minimum(d["g_var"][:, l], 0.0)
+        np.testing.assert_allclose(whole["AGA"][l], (A_l * gv) @ A_l.T, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(whole["Ag_mu"][l], A_l @ d["g_mu"][:, l], rtol=1e-10)
+    for k in ("AGA", "Ag_mu"):
+        np.testing.assert_allclose(parts[0][k] + parts[1][k], whole[k], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["dense", "krylov"])
+def test_equal_sets_take_the_shared_models_natural_gradient_step(method):
+    X, Zs, y, q_mu, q_sqrt = problem(14)
+    shared = build(HeteroscedasticGaussian(), Zs[0], q_mu, q_sqrt)
+    separate = build(HeteroscedasticGaussian(), np.stack([Zs[0], Zs[0]]), q_mu, q_sqrt)
+    for model in (shared, separate):
+        NaturalGradient(gamma=0.7, method=method).step(model, X, y)
+    for k, v in shared.parameters().items():
+        assert rel(v, separate.parameters()[k] if k != "inducing_points"
+                   else separate.parameters()[k][0]) <= 1e-10, k
+
+
 # ---------------------------------------------------------------- (5) CIQ against Cholesky
 
 
@@ -401,6 +435,8 @@ def test_fit_command_trains_and_saves_a_separate_inducing_model(tmp_path):
     assert np.isfinite(res["metrics"]["test"]["nll"])
     model = gpnum.load(path)
     assert model.inducing_points.shape[:2] == (2, 10)
+    assert main(["fit", "--dataset", "bikelog", "--model", "sgpr", "--separate-inducing",
+                 "--max-train", "300", "--out", str(tmp_path / "no"), "--no-progress"]) == 2
     # trained: the two sets, equal at the start, moved apart
     assert np.max(np.abs(model.inducing_points[0] - model.inducing_points[1])) > 0.0
 

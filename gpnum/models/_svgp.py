@@ -641,6 +641,9 @@ class SVGP(ComposedParameters):
           matrix, no factorisation and O((m + n) num_samples) memory beyond the kernel blocks;
           accurate to the CIQ options' tolerance.
 
+        With separate inducing points each latent function's prior draw is over ``[Z_l; X]``
+        and its correction uses its own ``A_l`` and ``W_l``.
+
         Parameters
         ----------
         X : array (n, d)
