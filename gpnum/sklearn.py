@@ -595,6 +595,9 @@ class _SVGPEstimator(_GPnumEstimator):
         Xb = B.asarray(X, dtype=dtype, xp=xp)
         m = min(int(self.num_inducing), int(np.unique(X, axis=0).shape[0]))
         Z = kmeans(Xb, m, seed=seed)
+        if getattr(self, "separate_inducing", False):
+            # One set per latent function, all starting at the same k-means points.
+            Z = xp.stack([Z] * int(getattr(likelihood, "num_latent", 1)))
         jitter = inducing_jitter(xp, dtype)
         model = SVGP(self._initial_kernel(X.shape[1], xp, dtype), likelihood, Z,
                      num_data=X.shape[0], whitening=self.whitening, jitter=jitter)
@@ -776,6 +779,10 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
         another gpnum many-class likelihood taking ``num_classes``.
     whitening, optimizer, lr, gamma, random_state, backend, dtype
         As for :class:`SVGPRegressor`.
+    separate_inducing : bool
+        Many-class likelihoods: ``num_inducing`` inducing points per latent function (class),
+        learned separately, instead of one shared set (all start at the same k-means points;
+        :class:`gpnum.SVGP` with ``inducing_points`` of shape (n_classes, m, d)).
 
     Attributes
     ----------
@@ -787,12 +794,13 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
     def __init__(self, kernel=None, *, num_inducing=500, epochs=None,
                  batch_size=_RECIPE["batch_size"], likelihood="auto", whitening="cholesky",
                  optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"],
-                 random_state=None, backend=None, dtype="float64"):
+                 random_state=None, backend=None, dtype="float64", separate_inducing=False):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.epochs = epochs
         self.batch_size = batch_size
         self.likelihood = likelihood
+        self.separate_inducing = separate_inducing
         self.whitening = whitening
         self.optimizer = optimizer
         self.lr = lr

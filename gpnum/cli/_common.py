@@ -93,6 +93,10 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
         if lik_name != "gaussian":
             raise CLIError(f"--model {kind} is a Gaussian-likelihood model; {lik_name!r} "
                            "needs --model svgp")
+    separate = bool(getattr(args, "separate_inducing", False))
+    if separate and (kind != "svgp" or getattr(args, "objective", "svgp") != "svgp"):
+        raise CLIError("--separate-inducing is an option of --model svgp (with the svgp "
+                       "objective)")
     if kind != "gpr" and num_inducing > X.shape[0]:
         raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
     if getattr(args, "objective", "svgp") != "svgp":
@@ -101,7 +105,8 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
     model = build_model(X, y, model=kind, kernel=args.kernel, likelihood=lik_name,
                         num_inducing=num_inducing, whitening=whitening,
                         jitter=_jitter(args, xp, dtype), ciq_options=ciq, kl=args.kl,
-                        seed=args.seed, num_classes=_num_classes(lik_name, ds))
+                        seed=args.seed, num_classes=_num_classes(lik_name, ds),
+                        separate_inducing=separate)
     return model, "studentt-process" if kind == "svtp" else lik_name
 
 

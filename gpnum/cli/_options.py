@@ -68,6 +68,11 @@ def add_training_args(p, *, compare=False):
                            help="how K_ZZ^(-1/2) K_ZX is formed (default: %(default)s)")
         model.add_argument("--num-inducing", type=argtypes.positive_int, default=500, metavar="M",
                            help="inducing points, placed by k-means (default: %(default)s)")
+        model.add_argument("--separate-inducing", action="store_true",
+                           help="--model svgp with several latent functions (softmax, "
+                                "heteroscedastic-gaussian): M inducing points per latent "
+                                "function, learned separately (all start at the same k-means "
+                                "points) instead of one shared set")
     else:
         model.add_argument("--num-inducing", type=argtypes.int_list, default=[250, 500, 1000],
                            metavar="M1,M2,...",

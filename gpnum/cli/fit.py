@@ -48,7 +48,7 @@ def _resume_model(args, X, dtype, xp):
     if getattr(model, "full_batch", False):
         n_model, d_model = model.data()["X"].shape
     else:
-        n_model, d_model = model.num_data, model.inducing_points.shape[1]
+        n_model, d_model = model.num_data, model.inducing_points.shape[-1]
     if n_model != X.shape[0] or d_model != X.shape[1]:
         raise CLIError(f"--resume {args.resume}: the checkpoint was trained on "
                        f"{n_model} points with {d_model} inputs, "

@@ -70,7 +70,7 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
 
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
                 num_inducing=500, whitening="cholesky", jitter=None, ciq_options=None,
-                kl="mc", seed=0, num_classes=None):
+                kl="mc", seed=0, num_classes=None, separate_inducing=False):
     """A model for the data ``X`` (and ``y`` for the full-batch models), ready for
     :func:`gpnum.fit`.
 
@@ -90,7 +90,8 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     likelihood : str or gpnum likelihood
         A name for :func:`default_likelihood` (``gaussian``, ``poisson``, ``softmax``, ...),
         or a likelihood object. A likelihood with several latent functions (``softmax``,
-        ``heteroscedastic-gaussian``) gets as many in the SVGP, sharing the inducing points.
+        ``heteroscedastic-gaussian``) gets as many in the SVGP, sharing the inducing points
+        unless ``separate_inducing``.
     num_inducing : int
         ``m`` inducing points, placed by :func:`gpnum.inducing.kmeans` (not for ``"gpr"``).
     whitening : {"cholesky", "ciq"}
@@ -109,6 +110,11 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         constant mean starts at ``log(mean(y))``.
     num_classes : int, optional
         For a likelihood named ``softmax``, ``robust-max`` or ``ordinal``.
+    separate_inducing : bool
+        SVGP only: one set of inducing points per latent function, ``inducing_points`` of shape
+        (num_latent, m, d), each learned on its own. They all start at the same k-means points
+        (a copy per latent), so the model starts where the shared one does and the sets move
+        apart in training.
 
     Returns
     -------
@@ -116,6 +122,9 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     """
     if model not in MODELS:
         raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
+    if separate_inducing and model != "svgp":
+        raise ValueError(f"separate_inducing: only model='svgp' has several latent functions "
+                         f"with inducing points of their own, got model={model!r}")
     xp = B.get_namespace(X)
     if X.ndim != 2:
         raise ValueError(f"X: expected shape (n, d), got {tuple(X.shape)}")
@@ -144,6 +153,8 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     lik = (default_likelihood(likelihood, num_classes=num_classes, xp=xp, dtype=dtype,
                               device=device)
            if isinstance(likelihood, str) else likelihood)
+    if separate_inducing:
+        Z = xp.stack([Z] * int(getattr(lik, "num_latent", 1)))
     model = SVGP(kern, lik, Z, num_data=n, whitening=whitening, jitter=jitter,
                  ciq_options=ciq_options if whitening == "ciq" else None)
     if y is not None and isinstance(lik, (likelihoods.Poisson, likelihoods.NegativeBinomial)):

@@ -49,9 +49,11 @@ class ComposedParameters(Parameterised):
         return NotPSDError(f"{type(self).__name__}: {matrix} with kernel {kernel!r} could not be "
                            f"factorised ({exc}); fix: {self._factorisation_hint}")
 
-    def _adopt_inducing_points(self, Z, kernel, name="inducing_points"):
+    def _adopt_inducing_points(self, Z, kernel, name="inducing_points", num_latent=None):
         """Take the namespace, dtype and device of ``Z`` (the kernel's when ``Z`` is not an
-        array); return ``Z`` converted, checked to be (m, d) and finite."""
+        array); return ``Z`` converted, checked to be (m, d) and finite. With ``num_latent``
+        (a model whose latent functions may have their own sets), (num_latent, m, d) is
+        accepted too."""
         if is_array(Z):
             xp = get_namespace(Z)
             dtype = Z.dtype if xp.isdtype(Z.dtype, "real floating") else None
@@ -59,8 +61,14 @@ class ComposedParameters(Parameterised):
         else:
             self._init_namespace(kernel.xp, kernel.dtype, None)
         Z = asarray(Z, dtype=self.dtype, xp=self.xp, device=self._device)
-        if Z.ndim != 2:
-            raise ShapeError(f"{name}: expected shape (m, d), got {describe_shape(Z.shape)}")
+        if num_latent is not None and Z.ndim == 3:
+            if Z.shape[0] != num_latent:
+                raise ShapeError(f"{name}: a 3-D array holds one set per latent function, "
+                                 f"expected {num_latent} sets (num_latent) but got {Z.shape[0]} "
+                                 f"(shape {describe_shape(Z.shape)})")
+        elif Z.ndim != 2:
+            expected = "(m, d)" if num_latent is None else f"(m, d) or ({num_latent}, m, d)"
+            raise ShapeError(f"{name}: expected shape {expected}, got {describe_shape(Z.shape)}")
         check_finite(self.xp, Z, name)
         return Z
 
@@ -68,7 +76,7 @@ class ComposedParameters(Parameterised):
         """Inputs of a model with inducing points: ``X`` converted to the model's namespace,
         dtype and device, checked to be (n, d) like the inducing points, and finite."""
         X = asarray(X, dtype=self.dtype, xp=self.xp, device=self._device)
-        d = self.inducing_points.shape[1]
+        d = self.inducing_points.shape[-1]
         if X.ndim != 2 or X.shape[1] != d:
             raise ShapeError(f"{name}: expected shape (n, {d}), got {describe_shape(X.shape)}")
         check_finite(self.xp, X, name)

@@ -8,7 +8,9 @@
 
 Each form owns its marginal terms, its KL (and gradient), its draws, its conversion to the other
 form, and (natural form) the precision solves and their preconditioner. Both take ``q`` as a
-pair of arrays with a leading latent axis, ((L, m), (L, m, m)); the model holds the parameters.
+pair of arrays with a leading latent axis, ((L, m), (L, m, m)), and ``A = W^{-1} K_ZX`` either
+(m, b), shared by every latent (shared inducing points), or (L, m, b), one block per latent
+(separate inducing points); the model holds the parameters.
 Natural gradients reach them through the model's public methods (``q_cholesky``,
 ``q_natural``, ``precision_solve``), which delegate here.
 """
@@ -24,6 +26,19 @@ from gpnum.errors import NotPSDError
 from gpnum.linalg import Dense, SpectralPreconditioner, pcg, slq_logdet
 
 __all__ = ["CholeskyForm", "NaturalForm", "precision_to_q_sqrt", "q_sqrt_to_precision"]
+
+
+def latent_block(A, l):
+    """Latent ``l``'s ``A`` (m, b): ``A`` itself when shared (m, b), ``A[l]`` when (L, m, b)."""
+    return A if A.ndim == 2 else A[l, ...]
+
+
+def project_latents(A, V):
+    """``A_l v_l`` for each latent, (L, m), from ``V`` (b, L) and ``A`` (m, b) or (L, m, b)."""
+    xp = get_namespace(A, V)
+    if A.ndim == 2:
+        return (A @ V).T
+    return xp.sum(A * xp.matrix_transpose(V)[:, None, :], axis=2)
 
 
 def q_sqrt_to_precision(R):
@@ -56,10 +71,10 @@ class CholeskyForm:
     param_names = ("q_mu", "q_sqrt")
 
     def marginal_terms(self, q, A):
-        """``(m' (L, m), colsum((R^T A)^2) (b, L), cache)`` for ``A`` (m, b)."""
+        """``(m' (L, m), colsum((R^T A)^2) (b, L), cache)`` for ``A`` (m, b) or (L, m, b)."""
         xp = get_namespace(A)
         q_mu, q_sqrt = q
-        RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], A, trans=True)
+        RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], latent_block(A, l), trans=True)
                         for l in range(q_mu.shape[0])])  # (L, m, b)
         return q_mu, xp.sum(RtA * RtA, axis=1).T, {"RtA": RtA}
 
@@ -68,7 +83,7 @@ class CholeskyForm:
         q_mu, q_sqrt = q
         out = []
         for l in range(q_sqrt.shape[0]):
-            r = triangular_matmul(q_sqrt[l, ...], A, trans=True)
+            r = triangular_matmul(q_sqrt[l, ...], latent_block(A, l), trans=True)
             out.append(r.T @ r)
         return q_mu, out
 
@@ -94,7 +109,7 @@ class CholeskyForm:
 
     def kl_and_grad(self, q, A, g_mu, g_var, cache):
         """The KL, the ELBO's gradients w.r.t. ``q_mu`` (L, m) and ``q_sqrt`` (L, m, m), and
-        ``S' A`` (L, m, b) for the cotangent of ``A``.
+        ``S' A`` (L, m, b) for the cotangent of ``A`` ((m, b), or (L, m, b) per latent).
 
         ``g_mu``, ``g_var`` (b, L): the (scaled) data term's gradients w.r.t. each point's
         marginal mean and variance; ``mu = c + A^T m'``, ``var`` contains
@@ -110,9 +125,9 @@ class CholeskyForm:
             v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
             total = v if total is None else total + v
             gkl_m.append(gk["m"])
-            AG = A * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
+            AG = latent_block(A, l) * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
             g_sqrt.append(lower_matmul(AG, RtA[l, ...].T) - gk["L"])
-        grads = {"q_mu": (A @ g_mu).T - xp.stack(gkl_m), "q_sqrt": xp.stack(g_sqrt)}
+        grads = {"q_mu": project_latents(A, g_mu) - xp.stack(gkl_m), "q_sqrt": xp.stack(g_sqrt)}
         SA = xp.stack([triangular_matmul(q_sqrt[l, ...], RtA[l, ...])
                        for l in range(q_mu.shape[0])])  # (L, m, b)
         return total, grads, SA
@@ -176,7 +191,8 @@ class NaturalForm:
                    maxiter=self.options["maxiter"], M=M)
 
     def solves(self, q, A, preconditioners=None):
-        """``m'`` (L, m) and ``S' A`` (L, m, b) by PCG against each precision.
+        """``m'`` (L, m) and ``S' A`` (L, m, b) by PCG against each precision (``A`` (m, b) or
+        (L, m, b)).
 
         ``preconditioners``: a list to which each latent's preconditioner is appended, for
         further solves against the same precisions (:meth:`kl`).
@@ -185,7 +201,7 @@ class NaturalForm:
         th, P = q
         ms, SAs = [], []
         for l in range(th.shape[0]):
-            rhs = xp.concat([th[l, ...][:, None], A], axis=1)
+            rhs = xp.concat([th[l, ...][:, None], latent_block(A, l)], axis=1)
             M = self.preconditioner(P[l, ...])
             if preconditioners is not None:
                 preconditioners.append(M)
@@ -199,16 +215,17 @@ class NaturalForm:
         return xp.stack(ms), xp.stack(SAs)
 
     def marginal_terms(self, q, A):
-        """``(m' (L, m), colsum(A * S'A) (b, L), cache)`` for ``A`` (m, b)."""
+        """``(m' (L, m), colsum(A * S'A) (b, L), cache)`` for ``A`` (m, b) or (L, m, b)."""
         xp = get_namespace(A)
         precond = []
         q_mean, SA = self.solves(q, A, precond)
-        return q_mean, xp.sum(A[None, :, :] * SA, axis=1).T, {"SA": SA, "precond": precond}
+        A3 = A[None, :, :] if A.ndim == 2 else A
+        return q_mean, xp.sum(A3 * SA, axis=1).T, {"SA": SA, "precond": precond}
 
     def data_covariance(self, q, A):
         """``m'`` (L, m) and ``[A^T S'_l A (n, n) for each latent l]``."""
         q_mean, SA = self.solves(q, A)
-        return q_mean, [A.T @ SA[l, ...] for l in range(SA.shape[0])]
+        return q_mean, [latent_block(A, l).T @ SA[l, ...] for l in range(SA.shape[0])]
 
     def kl(self, q, cache=None):
         """``sum_l KL(q_l || N(0, I))``, a stochastic estimate for monitoring only.

@@ -16,6 +16,11 @@ solve and the Cholesky factorisation (Murray 2016, folded into one formula) for 
 whitening, O(m^3) once per step;
 through the CIQ backward pass (one more msMINRES and one ``param_vjp``) for CIQ whitening, with no
 O(m^3) operation.
+
+Several latent functions either share one set of inducing points (``Z`` (m, d): one ``A``
+(m, b) for all) or have one set each (``Z`` (L, m, d): ``A_l = W_l^{-1} K_{Z_l X}``, stacked
+(L, m, b), each whitened and differentiated on its own; the kernel is shared). The variational
+forms take either ``A``.
 """
 
 from __future__ import annotations
@@ -42,9 +47,12 @@ class SVGP(ComposedParameters):
         Covariance function (its parameters are learned).
     likelihood : gpnum.likelihoods likelihood
         Observation model (its parameters are learned).
-    inducing_points : array (m, d)
+    inducing_points : array (m, d) or (num_latent, m, d)
         Initial inducing inputs ``Z`` (learned). Their namespace, device and floating dtype become
-        the model's (a NumPy array goes to the default backend ``GPNUM_BACKEND``).
+        the model's (a NumPy array goes to the default backend ``GPNUM_BACKEND``). (m, d): one
+        set shared by every latent function; (num_latent, m, d): a separate set per latent
+        function (each learned with its own gradient; the kernel stays shared), at ``num_latent``
+        times the whitening cost.
     num_data : int
         Size ``N`` of the whole training set: the data term is scaled by ``N / batch``.
     whitening : {"cholesky", "ciq"}
@@ -59,7 +67,8 @@ class SVGP(ComposedParameters):
         ``eigen_bounds``) when ``whitening="ciq"``.
     num_latent : int, optional
         Number of independent latent functions (default: ``likelihood.num_latent``). They share
-        the kernel and inducing points and have one ``q`` each.
+        the kernel (and the inducing points unless those are (num_latent, m, d)) and have one
+        ``q`` each.
 
     Attributes
     ----------
@@ -68,7 +77,9 @@ class SVGP(ComposedParameters):
     q_sqrt : array (m, m) or (num_latent, m, m)
         Lower-triangular ``R`` with ``S' = R R^T`` (identity initially). Assigned values are
         lower-triangularised.
-    inducing_points : array (m, d)
+    inducing_points : array (m, d) or (num_latent, m, d)
+    separate_inducing : bool
+        Whether each latent function has its own inducing points (a 3-D ``inducing_points``).
     mean : array ()
 
     Notes
@@ -87,7 +98,9 @@ class SVGP(ComposedParameters):
                  mean=0.0, jitter=1e-6, ciq_options=None, num_latent=None):
         if whitening not in ("cholesky", "ciq"):
             raise ValueError(f"whitening: expected 'cholesky' or 'ciq', got {whitening!r}")
-        Z = self._adopt_inducing_points(inducing_points, kernel)
+        num_latent = int(num_latent if num_latent is not None
+                         else getattr(likelihood, "num_latent", 1))
+        Z = self._adopt_inducing_points(inducing_points, kernel, num_latent=num_latent)
         self._adopt_num_data(num_data)
         self.kernel = kernel
         self.likelihood = likelihood
@@ -98,9 +111,10 @@ class SVGP(ComposedParameters):
         self.ciq_options = dict(ciq_options or {})
         #: The whitening strategy (gpnum.models._whitening): forward, backward, sampling.
         self.whitening_strategy = make_whitening(whitening, self.ciq_options)
-        self.num_latent = int(num_latent if num_latent is not None
-                              else getattr(likelihood, "num_latent", 1))
-        m = Z.shape[0]
+        self.num_latent = num_latent
+        #: One set of inducing points per latent function (fixed at construction).
+        self.separate_inducing = Z.ndim == 3
+        m = Z.shape[-2]
         xp, dt, dev = self.xp, self.dtype, self._device
         self.inducing_points = Z
         self.mean = 0.0 if mean is None else mean
@@ -127,7 +141,8 @@ class SVGP(ComposedParameters):
 
     @property
     def num_inducing(self) -> int:
-        return self.inducing_points.shape[0]
+        """``m``: inducing points per latent function."""
+        return self.inducing_points.shape[-2]
 
     def parameters(self) -> dict:
         """All learnable parameters in natural form, as a flat dict.
@@ -319,31 +334,66 @@ class SVGP(ComposedParameters):
         object.__setattr__(self, "q_precision", None)
 
     # ------------------------------------------------------------------ whitening
-    def _kzz(self, with_jitter=True, with_vjp=False):
-        """(K_ZZ (+ jitter I), the kernel's backward function or None unless ``with_vjp``)."""
+    def _kzz(self, with_jitter=True, with_vjp=False, Z=None):
+        """(K_ZZ (+ jitter I), the kernel's backward function or None unless ``with_vjp``);
+        ``Z`` (m, d): one latent's set (default: the shared set)."""
         xp = self.xp
-        Z = self.inducing_points
+        Z = self.inducing_points if Z is None else Z
         K, vjp = self.kernel.gram_and_vjp(Z) if with_vjp else (self.kernel(Z), None)
         if self.jitter and with_jitter:
             K = K + self.jitter * xp.eye(Z.shape[0], dtype=K.dtype, device=self._device)
         return K, vjp
 
-    def _whiten(self, Kzx, reuse=None, need_grad=False):
+    def _whiten(self, Kzx, reuse=None, need_grad=False, latent=None):
         """A = W^{-1} K_ZX by the whitening strategy, and what its backward pass needs.
 
-        ``reuse``: what the strategy's ``reusable`` returned for the current K_ZZ (prediction
-        chunks, sampling): K_ZZ is then neither formed nor factorised again. ``need_grad``:
-        keep the kernel's backward function for K_ZZ.
+        ``reuse``: what :meth:`_reusable` returned for the current K_ZZ (prediction chunks,
+        sampling): K_ZZ is then neither formed nor factorised again. ``need_grad``: keep the
+        kernel's backward function for K_ZZ. Separate inducing points: ``Kzx`` (L, m, b) gives
+        ``A`` (L, m, b) and a cache ``{"latents": [one cache per latent]}``; with ``latent``
+        given, ``Kzx`` (m, b) is whitened against that latent's K_ZZ alone.
         """
+        if self.separate_inducing and latent is None:
+            As, caches = [], []
+            for l in range(self.num_latent):
+                A_l, c_l = self._whiten(Kzx[l, ...], None if reuse is None else reuse[l],
+                                        need_grad, latent=l)
+                As.append(A_l)
+                caches.append(c_l)
+            return self.xp.stack(As), {"latents": caches}
+        Z = None if latent is None else self.inducing_points[latent, ...]
         Kzz, kzz_vjp = (None, None) if reuse is not None else self._kzz(with_jitter=False,
-                                                                        with_vjp=need_grad)
+                                                                        with_vjp=need_grad, Z=Z)
         try:
             A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse)
         except NotPSDError as exc:
-            raise self._not_psd(f"K_ZZ + jitter I (m = {self.num_inducing}, jitter = "
+            which = "" if latent is None else f" of latent {latent}"
+            raise self._not_psd(f"K_ZZ{which} + jitter I (m = {self.num_inducing}, jitter = "
                                 f"{self.jitter:g})", exc) from None
         cache["kzz_vjp"] = kzz_vjp
         return A, cache
+
+    def _reusable(self, cache):
+        """What later whitenings against the same K_ZZ (one per latent if separate) reuse."""
+        if self.separate_inducing:
+            return [self.whitening_strategy.reusable(c) for c in cache["latents"]]
+        return self.whitening_strategy.reusable(cache)
+
+    def _kzx(self, X, need_grad=False):
+        """K_ZX (m, b), or (L, m, b) for separate inducing points, and the kernel's backward
+        function(s) (a list of one per latent if separate) when ``need_grad``."""
+        Z = self.inducing_points
+        if not self.separate_inducing:
+            return self.kernel.gram_and_vjp(Z, X) if need_grad else (self.kernel(Z, X), None)
+        Ks, vjps = [], []
+        for l in range(self.num_latent):
+            if need_grad:
+                K_l, vjp_l = self.kernel.gram_and_vjp(Z[l, ...], X)
+                vjps.append(vjp_l)
+            else:
+                K_l = self.kernel(Z[l, ...], X)
+            Ks.append(K_l)
+        return self.xp.stack(Ks), (vjps if need_grad else None)
 
     def _whiten_backward(self, A, cache, A_bar):
         """(K_ZZ_bar (m, m), K_ZX_bar (m, b)) from the cotangent of A."""
@@ -353,15 +403,18 @@ class SVGP(ComposedParameters):
     def _marginals(self, X, reuse=None, need_grad=False):
         """mu, var (b, L) of q(f(X)) and the intermediates of the backward pass."""
         xp = self.xp
-        Z = self.inducing_points
-        Kzx, kzx_vjp = self.kernel.gram_and_vjp(Z, X) if need_grad else (self.kernel(Z, X), None)
+        Kzx, kzx_vjp = self._kzx(X, need_grad)
         A, cache = self._whiten(Kzx, reuse, need_grad)
         kdiag = self.kernel.diag(X)
-        base = (kdiag - xp.sum(A * A, axis=0))[:, None]
         q = self._q_pair()
         q_mu, var_q, qcache = self.variational.marginal_terms(q, A)
+        if self.separate_inducing:  # A (L, m, b): each latent's own colsum and mean
+            base = xp.matrix_transpose(kdiag[None, :] - xp.sum(A * A, axis=1))
+            mu = self.mean + xp.matrix_transpose(xp.sum(A * q_mu[:, :, None], axis=1))
+        else:
+            base = (kdiag - xp.sum(A * A, axis=0))[:, None]
+            mu = self.mean + matmul(A.T, q_mu.T)  # (b, L); matmul: one BLAS pool on NumPy
         var = base + var_q
-        mu = self.mean + matmul(A.T, q_mu.T)  # (b, L); matmul: one BLAS pool on NumPy
         # Round-off can push a variance that is ~0 in exact arithmetic (X on top of Z) below
         # zero; the floor keeps the likelihood's domain and its gradient is zero there.
         floor = 1e-12 if self.dtype == xp.float64 else 1e-6
@@ -421,7 +474,8 @@ class SVGP(ComposedParameters):
 
         Used by the natural-gradient optimisers. Returns a dict with ``value`` (0-d, scaled by
         ``scale``, default ``num_data / b``), ``A`` (m, b), ``g_mu`` and ``g_var`` ((b, L), already scaled), ``mu``,
-        ``var``, ``lik_grads`` (scaled), and the forward cache. ``validate=False`` skips the
+        ``var``, ``lik_grads`` (scaled), and the forward cache. With separate inducing points
+        ``A`` is (L, m, b), one block per latent. ``validate=False`` skips the
         input checks for data that :meth:`check_data` has already passed.
         """
         if validate:
@@ -469,20 +523,40 @@ class SVGP(ComposedParameters):
                                                              c["q_cache"])
         for name, g in q_grads.items():
             grads[name] = g[0, ...] if self.num_latent == 1 else g
-        # A's cotangent: sum_l [m'_l g_mu_l^T + 2 (S'_l A - A) diag(g_var_l)].
-        A_bar = c["q_mean"].T @ g_mu.T + 2.0 * xp.sum((SA - A[None, :, :]) * g_var.T[:, None, :],
-                                                      axis=0)
         g_kdiag = xp.sum(g_var, axis=1)
-        Kzz_bar, Kzx_bar = self._whiten_backward(A, d["cache"]["whiten"], A_bar)
-        gzz = c["whiten"]["kzz_vjp"](Kzz_bar)
-        gzx = c["kzx_vjp"](Kzx_bar)
         gdiag = self.kernel.diag_vjp(g_kdiag, X)
-        for name in self.kernel.parameters():
-            grads[f"kernel.{name}"] = (gzz["params"][name] + gzx["params"][name]
-                                       + gdiag["params"][name])
+        if self.separate_inducing:
+            # Latent l's A_l sees only its own terms: A_l_bar = m'_l g_mu_l^T
+            # + 2 (S'_l A_l - A_l) diag(g_var_l); each goes back through its own K_ZZ.
+            A_bar = (c["q_mean"][:, :, None] * xp.matrix_transpose(g_mu)[:, None, :]
+                     + 2.0 * (SA - A) * xp.matrix_transpose(g_var)[:, None, :])
+            parts, gZ = [gdiag["params"]], []
+            for l in range(self.num_latent):
+                wc = c["whiten"]["latents"][l]
+                Kzz_bar, Kzx_bar = self._whiten_backward(A[l, ...], wc, A_bar[l, ...])
+                gzz = wc["kzz_vjp"](Kzz_bar)
+                gzx = c["kzx_vjp"][l](Kzx_bar)
+                parts += [gzz["params"], gzx["params"]]
+                gZ.append(gzz["X1"] + gzx["X1"])
+            for name in self.kernel.parameters():
+                total = parts[0][name]
+                for p in parts[1:]:
+                    total = total + p[name]
+                grads[f"kernel.{name}"] = total
+            grads["inducing_points"] = xp.stack(gZ)
+        else:
+            # A's cotangent: sum_l [m'_l g_mu_l^T + 2 (S'_l A - A) diag(g_var_l)].
+            A_bar = c["q_mean"].T @ g_mu.T + 2.0 * xp.sum(
+                (SA - A[None, :, :]) * g_var.T[:, None, :], axis=0)
+            Kzz_bar, Kzx_bar = self._whiten_backward(A, d["cache"]["whiten"], A_bar)
+            gzz = c["whiten"]["kzz_vjp"](Kzz_bar)
+            gzx = c["kzx_vjp"](Kzx_bar)
+            for name in self.kernel.parameters():
+                grads[f"kernel.{name}"] = (gzz["params"][name] + gzx["params"][name]
+                                           + gdiag["params"][name])
+            grads["inducing_points"] = gzz["X1"] + gzx["X1"]
         for name, v in d["lik_grads"].items():
             grads[f"likelihood.{name}"] = v
-        grads["inducing_points"] = gzz["X1"] + gzx["X1"]
         grads["mean"] = xp.sum(g_mu)
         if return_data:
             return d["value"] - kl_total, grads, d
@@ -515,7 +589,7 @@ class SVGP(ComposedParameters):
             # The array API leaves a slice past the end unspecified (array_api_strict raises).
             mu, var, c = self._marginals(X[start:min(start + chunk, n), :], reuse)
             if reuse is None:
-                reuse = self.whitening_strategy.reusable(c["whiten"])
+                reuse = self._reusable(c["whiten"])
             mus.append(mu)
             vs.append(var)
         mu = self.xp.concat(mus, axis=0)
@@ -524,14 +598,18 @@ class SVGP(ComposedParameters):
 
     def _predict_full_cov(self, X):
         xp = self.xp
-        A, _ = self._whiten(self.kernel(self.inducing_points, X))
+        A, _ = self._whiten(self._kzx(X)[0])
         q_mu, data_cov = self.variational.data_covariance(self._q_pair(), A)
-        base = self.kernel(X) - A.T @ A
+        Kxx = self.kernel(X)
         covs = []
-        for c in data_cov:
-            cov = base + c
+        for l, c in enumerate(data_cov):
+            A_l = A[l, ...] if self.separate_inducing else A
+            cov = Kxx - A_l.T @ A_l + c
             covs.append(0.5 * (cov + cov.T))
-        mean = self.mean + A.T @ q_mu.T  # (n, L)
+        if self.separate_inducing:
+            mean = self.mean + xp.matrix_transpose(xp.sum(A * q_mu[:, :, None], axis=1))
+        else:
+            mean = self.mean + A.T @ q_mu.T  # (n, L)
         if self.num_latent == 1:
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
@@ -563,6 +641,9 @@ class SVGP(ComposedParameters):
           matrix, no factorisation and O((m + n) num_samples) memory beyond the kernel blocks;
           accurate to the CIQ options' tolerance.
 
+        With separate inducing points each latent function's prior draw is over ``[Z_l; X]``
+        and its correction uses its own ``A_l`` and ``W_l``.
+
         Parameters
         ----------
         X : array (n, d)
@@ -579,19 +660,22 @@ class SVGP(ComposedParameters):
         num_samples = int(num_samples)
         if num_samples < 1:
             raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples}")
-        Z = self.inducing_points
-        m, n, k = Z.shape[0], X.shape[0], num_samples
+        sep = self.separate_inducing
+        m, n, k = self.num_inducing, X.shape[0], num_samples
         rng = B.default_rng(seed, xp=xp, device=self._device)
-        A, cache = self._whiten(self.kernel(Z, X))
-        reuse = self.whitening_strategy.reusable(cache)
+        A, cache = self._whiten(self._kzx(X)[0])
+        reuse = self._reusable(cache)
         q, form = self._q_pair(), self.variational
         out = []
         for l in range(self.num_latent):
+            Z_l = self.inducing_points[l, ...] if sep else self.inducing_points
             prior = self.whitening_strategy.prior_draw(
-                self.kernel, Z, X, self.jitter, rng.normal((m + n, k), dtype=self.dtype))
+                self.kernel, Z_l, X, self.jitter, rng.normal((m + n, k), dtype=self.dtype))
             u_p, f_p = prior[:m, :], prior[m:, :]
             # W^{-1} u_p with the same factor or spectrum work as A's whitening.
-            w_p, _ = self._whiten(u_p, reuse=reuse)
+            w_p, _ = self._whiten(u_p, reuse=reuse[l] if sep else reuse,
+                                  latent=l if sep else None)
             u = form.draw(q, rng.normal((m, k), dtype=self.dtype), l)
-            out.append((self.mean + f_p + A.T @ (u - w_p)).T)
+            A_l = A[l, ...] if sep else A
+            out.append((self.mean + f_p + A_l.T @ (u - w_p)).T)
         return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)

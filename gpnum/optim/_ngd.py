@@ -35,7 +35,8 @@ import warnings
 
 from gpnum.backend import get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.models._distributions import precision_to_q_sqrt, q_sqrt_to_precision
+from gpnum.models._distributions import (precision_to_q_sqrt, project_latents,
+                                         q_sqrt_to_precision)
 
 __all__ = ["NaturalGradient"]
 
@@ -43,7 +44,8 @@ __all__ = ["NaturalGradient"]
 def natural_statistics(data, clip_curvature=True):
     """The sums over a minibatch that the natural-gradient targets need.
 
-    From :meth:`gpnum.SVGP.data_term_and_grad`'s ``A`` (m, b), ``g_mu`` and ``g_var`` (b, L):
+    From :meth:`gpnum.SVGP.data_term_and_grad`'s ``A`` (m, b), or (L, m, b) with separate
+    inducing points (``A_l`` in place of ``A`` below), ``g_mu`` and ``g_var`` (b, L):
     ``AGA`` (L, m, m) ``= A diag(g_var_l) A^T`` (with ``g_var`` clipped at 0 from above when
     ``clip_curvature``), ``Ag_mu`` (L, m) ``= A g_mu_l`` and ``g_var_max`` (L,). Each is a sum
     (or a maximum) over points, so the statistics of row chunks add up to the batch's: what
@@ -53,6 +55,11 @@ def natural_statistics(data, clip_curvature=True):
     A, g_mu, g_var = data["A"], data["g_mu"], data["g_var"]
     if clip_curvature:
         g_var = xp.minimum(g_var, xp.zeros_like(g_var))
+    if A.ndim == 3:
+        AGA = xp.stack([matmul(A[l, ...] * g_var[:, l][None, :], A[l, ...].T)
+                        for l in range(g_var.shape[1])])
+        return {"AGA": AGA, "Ag_mu": project_latents(A, g_mu),
+                "g_var_max": xp.max(g_var, axis=0)}
     AGA = xp.stack([matmul(A * g_var[:, l][None, :], A.T) for l in range(g_var.shape[1])])
     return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(matmul(A, g_mu)),
             "g_var_max": xp.max(g_var, axis=0)}
