@@ -248,7 +248,7 @@ class GPR(FullBatchGaussianModel):
         if tuple(kernel_operator.shape) != (n, n):
             raise ShapeError(f"kernel_operator: expected shape ({n}, {n}) (the training data's), "
                              f"got {describe_shape(kernel_operator.shape)}")
-        return _gpr_cg.lml(self, self._X, self._y, need_grad, kernel_operator=kernel_operator)
+        return _gpr_cg.lml(self, self._X, self._y, need_grad, operator=kernel_operator)
 
     def sample_f(self, X, num_samples, seed, *, jitter=None):
         """Joint samples of the latent function at ``X`` from the exact posterior.

@@ -161,13 +161,18 @@ def _preconditioner(A, opts):
 
 
 # ------------------------------------------------------------------------ objective
-def lml(model, X, y, need_grad):
-    """Stochastic BBMM log marginal likelihood and gradients (module notes)."""
+def lml(model, X, y, need_grad, operator=None):
+    """Stochastic BBMM log marginal likelihood and gradients (module notes). A given
+    ``operator`` (float64 ``K_XX``: products, diagonal, columns and ``param_vjp``)
+    replaces the in-memory one (GPR.cg_objective_and_grad)."""
     xp = model.xp
     opts = model.cg_options
     n = X.shape[0]
     high = xp.float64
-    Kop, dense_vjp = kernel_operator(model, X, opts, need_grad)
+    if operator is None:
+        Kop, dense_vjp = kernel_operator(model, X, opts, need_grad)
+    else:
+        Kop, dense_vjp = operator, None
     A = noisy_operator(model, Kop)
     M = _preconditioner(A, opts)
     resid = xp.astype(y, high, copy=False) - xp.astype(model.mean, high, copy=False)
