@@ -168,9 +168,9 @@ def exact_objective_and_grad(model, X, y, client):
                          "conjugate-gradient path: its objective cannot be split over workers "
                          "(gpnum.GPR(..., solver='cg') can)")
     if not model.uses_cg:
-        raise ValueError(f"{type(model).__name__}: solver={model.solver!r} resolves to "
-                         f"Cholesky at n = {model.X.shape[0]}; the Dask path needs "
-                         "solver='cg'")
+        raise ValueError(f"{type(model).__name__} is a full-batch model solved by Cholesky "
+                         f"(solver={model.solver!r}, n = {model.X.shape[0]}): its objective "
+                         "cannot be split over workers; the Dask path needs solver='cg'")
     n = model.X.shape[0]
     if tuple(y.shape) != (n,):
         raise ShapeError(f"y: expected the model's training targets, shape ({n},), got "
