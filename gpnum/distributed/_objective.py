@@ -102,6 +102,13 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
                        return_data=False, clip_curvature=True):
     """The model's objective and gradients with the data term computed where the rows are.
 
+    A full-batch :class:`gpnum.GPR` with ``solver="cg"`` is evaluated differently: ``X`` and
+    ``y`` must be its own training data, row-chunked; each product of its batched CG with the
+    kernel matrix (and the gradient's kernel vjp) is computed chunk by chunk on the workers
+    (:class:`gpnum.distributed.DaskKernelMatrix`), the rest on the driver, with the model's
+    seeded probes: the result equals ``model.objective_and_grad()`` in memory up to the order
+    of floating-point sums.
+
     Parameters
     ----------
     model : a minibatch model of the model protocol with ``prior_term_and_grad`` (gpnum.SVGP)
@@ -125,13 +132,6 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
         recomputes lost chunks and re-runs tasks of a dead worker; this covers what it does
         not, the scatter of the model state. The evaluation is pure, so a retry gives the same
         result.
-
-    A full-batch :class:`gpnum.GPR` with ``solver="cg"`` is evaluated differently: ``X`` and
-    ``y`` must be its own training data, row-chunked; each product of its batched CG with the
-    kernel matrix (and the gradient's kernel vjp) is computed chunk by chunk on the workers
-    (:class:`gpnum.distributed.DaskKernelMatrix`), the rest on the driver, with the model's
-    seeded probes: the result equals ``model.objective_and_grad()`` in memory up to the order
-    of floating-point sums.
 
     Returns
     -------
