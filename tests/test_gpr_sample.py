@@ -79,3 +79,5 @@ def test_sample_f_errors():
         model.sample_f(Xs[:, :1], 3, seed=0)
     with pytest.raises(ValueError, match="jitter"):
         model.sample_f(Xs, 3, seed=0, jitter=-1.0)
+    with pytest.raises(ValueError, match="rtol: expected a positive number"):
+        model.sample_f(Xs, 3, seed=0, rtol=0.0)

@@ -320,14 +320,14 @@ def predict(model, Xnew, state, full_cov):
 
 
 # ------------------------------------------------------------------------ posterior samples
-def sample_f(model, Xnew, eps, diag, resid):
+def sample_f(model, Xnew, eps, diag, resid, rtol):
     """Pathwise posterior samples at ``Xnew`` (m, d) without a factorisation (GPR.sample_f).
 
     ``eps`` (n + m, k) standard normals, ``diag`` (n + m,) the joint draw's added diagonal
     (noise on the training rows, jitter on the new ones), ``resid = y - c`` (n,). The prior
     draw ``(K([X; Xnew]) + diag(diag))^{1/2} eps`` by CIQ on a lazy kernel matrix, then one
     preconditioned CG solve ``K_y^{-1} (r - f_X - e)`` for all k columns and the blocked product
-    ``K_*X`` with it. Returns ``f_* + K_*X K_y^{-1} (r - f_X - e)`` (m, k) in float64 (without
+    ``K_*X`` with it, both at ``rtol``. Returns ``f_* + K_*X K_y^{-1} (r - f_X - e)`` (m, k) in float64 (without
     the constant mean).
     """
     from gpnum.ciq import sqrt_matmul
@@ -341,13 +341,12 @@ def sample_f(model, Xnew, eps, diag, resid):
     rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8, copies=2)
     joint = AddedDiag(KernelMatrix(model.kernel, Xall, block_size=min(rows, n + m),
                                    compute_dtype=high), Diagonal(diag))
-    prior = sqrt_matmul(joint, eps, rtol=opts.predict_rtol, maxiter=opts.maxiter).x
+    prior = sqrt_matmul(joint, eps, rtol=rtol, maxiter=opts.maxiter).x
     # K_y (with the preconditioner) exactly as the prediction solve builds it.
     Kop, _ = kernel_operator(model, model.X, opts, False)
     A = noisy_operator(model, Kop)
     M = _preconditioner(A, opts)
-    sol = pcg(A, resid[:, None] - prior[:n, :], M=M, rtol=opts.predict_rtol,
-              maxiter=opts.maxiter)
+    sol = pcg(A, resid[:, None] - prior[:n, :], M=M, rtol=rtol, maxiter=opts.maxiter)
     V = sol.x                                                          # (n, k)
     step = max(1, min(m, block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8, copies=2)))
     parts = []
