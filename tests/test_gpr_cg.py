@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from gpnum import backend as B
+from gpnum.errors import ShapeError
 from gpnum.kernels import Matern32
 from gpnum.likelihoods import Gaussian
 from gpnum.linalg import (AddedDiag, KernelMatrix, lanczos_quadrature, pcg_lanczos,
@@ -241,3 +242,23 @@ def test_fit_exact_gp_recipe_improves_the_exact_lml():
     after = dense_lml(X, y, p["kernel.lengthscale"], float(p["kernel.variance"]),
                       float(p["likelihood.variance"]), float(p["mean"]))
     assert after > before + 50.0
+
+
+def test_cg_objective_with_a_given_kernel_operator():
+    # The seam of gpnum.distributed: any float64 operator for K_XX. A blocked KernelMatrix with
+    # converged solves gives the model's own (dense, formed once) value and gradients.
+    X, y = data(80)
+    tight = dict(precond_rank=20, train_rtol=1e-12, maxiter=200)
+    model = build(X, y, **tight)
+    op = KernelMatrix(model.kernel, model.X, block_size=13, compute_dtype=np.float64)
+    value, grads = model.cg_objective_and_grad(op)
+    ref_value, ref_grads = model.objective_and_grad()
+    np.testing.assert_allclose(float(value), float(ref_value), rtol=1e-12)
+    for k in ref_grads:
+        np.testing.assert_allclose(host(grads[k]), host(ref_grads[k]), rtol=1e-9, atol=1e-12)
+    small = KernelMatrix(model.kernel, model.X[:40], compute_dtype=np.float64)
+    with pytest.raises(ShapeError, match=r"kernel_operator: expected shape \(80, 80\)"):
+        model.cg_objective_and_grad(small)
+    exact = GPR(Matern32(lengthscale=LS), Gaussian(variance=0.05), X, y)
+    with pytest.raises(ValueError, match="solver resolves to Cholesky"):
+        exact.cg_objective_and_grad(op)

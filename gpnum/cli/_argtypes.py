@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["choice_list", "fraction", "int_list", "kernel_expression", "positive_float", "positive_int", "split"]
+__all__ = ["choice_list", "fraction", "int_list", "kernel_expression", "nonnegative_int",
+           "positive_float", "positive_int", "split"]
 
 
 def _number(text, convert, ok, expected):
@@ -25,6 +26,11 @@ def _number(text, convert, ok, expected):
 def positive_int(text):
     """An integer >= 1."""
     return _number(text, int, lambda v: v >= 1, "a positive integer")
+
+
+def nonnegative_int(text):
+    """An integer >= 0."""
+    return _number(text, int, lambda v: v >= 0, "an integer >= 0")
 
 
 def positive_float(text):

@@ -97,6 +97,7 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
     if separate and (kind != "svgp" or getattr(args, "objective", "svgp") != "svgp"):
         raise CLIError("--separate-inducing is an option of --model svgp (with the svgp "
                        "objective)")
+    solver, cg_options = solver_options(args, kind)
     if kind != "gpr" and num_inducing > X.shape[0]:
         raise CLIError(f"--num-inducing {num_inducing} exceeds the {X.shape[0]} training points")
     if getattr(args, "objective", "svgp") != "svgp":
@@ -106,8 +107,25 @@ def _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=No
                         num_inducing=num_inducing, whitening=whitening,
                         jitter=_jitter(args, xp, dtype), ciq_options=ciq, kl=args.kl,
                         seed=args.seed, num_classes=_num_classes(lik_name, ds),
-                        separate_inducing=separate)
+                        separate_inducing=separate, solver=solver, cg_options=cg_options)
     return model, "studentt-process" if kind == "svtp" else lik_name
+
+
+def solver_options(args, kind):
+    """``(solver, cg_options)`` for build_model from --solver, --cg-probes and
+    --cg-precond-rank (None, None when none is given); refused for models other than gpr."""
+    solver = getattr(args, "solver", None)
+    cg = {name: value for name, value in (
+        ("num_probes", getattr(args, "cg_probes", None)),
+        ("precond_rank", getattr(args, "cg_precond_rank", None))) if value is not None}
+    flags = {"num_probes": "--cg-probes", "precond_rank": "--cg-precond-rank"}
+    if kind != "gpr" and (solver is not None or cg):
+        given = f"--solver {solver}" if solver is not None else flags[next(iter(cg))]
+        raise CLIError(f"{given}: only --model gpr has a solver choice (got --model {kind})")
+    if cg and solver in (None, "cholesky"):
+        raise CLIError(f"{flags[next(iter(cg))]}: sets the conjugate-gradient solver; add "
+                       "--solver cg (or auto)")
+    return solver, (cg or None)
 
 
 def _num_classes(lik_name, ds):

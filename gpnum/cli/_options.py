@@ -73,6 +73,19 @@ def add_training_args(p, *, compare=False):
                                 "heteroscedastic-gaussian): M inducing points per latent "
                                 "function, learned separately (all start at the same k-means "
                                 "points) instead of one shared set")
+        model.add_argument("--solver", choices=("cholesky", "cg", "auto"), default=None,
+                           help="--model gpr only: 'cholesky' (exact, O(n^3)), 'cg' (BBMM "
+                                "conjugate gradients: stochastic, seeded log-determinant, O(n) "
+                                "memory) or 'auto' (by size); see docs/exact-gp.md "
+                                "(default: cholesky)")
+        model.add_argument("--cg-probes", type=argtypes.positive_int, default=None,
+                           metavar="T",
+                           help="--solver cg/auto: probe vectors of the stochastic "
+                                "log-determinant and trace (default: 10)")
+        model.add_argument("--cg-precond-rank", type=argtypes.nonnegative_int, default=None,
+                           metavar="K",
+                           help="--solver cg/auto: rank of the pivoted-Cholesky "
+                                "preconditioner, 0 for none (default: 100)")
     else:
         model.add_argument("--num-inducing", type=argtypes.int_list, default=[250, 500, 1000],
                            metavar="M1,M2,...",

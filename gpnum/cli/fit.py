@@ -73,6 +73,7 @@ def run(args):
     import gpnum
 
     resolve_optimizer(args)
+    common.solver_options(args, args.model)  # refuse --solver with another model, before data
     xp, dtype = common.select_backend(args)
     common.prepare_out(args.out)
     if args.save is not None:
@@ -89,13 +90,16 @@ def run(args):
         whitening = "n/a"
     else:
         whitening = args.whitening if model is None else getattr(model, "whitening", "cholesky")
-    if kind == "gpr" and X.shape[0] > 10000:
+    solver = (getattr(args, "solver", None) or "cholesky") if model is None else getattr(
+        model, "solver", "cholesky")
+    if kind == "gpr" and X.shape[0] > 10000 and solver == "cholesky":
         print(f"note: the exact GP costs O(n^3) = O({X.shape[0]}^3) per L-BFGS iteration and "
               f"{8e-9 * X.shape[0] ** 2:.1f} GB per n x n matrix; --max-train N or --model sgpr "
               "train faster", flush=True)
     print(f"gpnum {gpnum.__version__} fit: {name} (n_train={X.shape[0]}, d={X.shape[1]}, "
           f"n_test={ds.X_test.shape[0]}), model={kind}, m={m}, "
-          f"whitening={whitening}, objective={args.objective}, "
+          f"whitening={whitening}, " + (f"solver={solver}, " if kind == "gpr" else "")
+          + f"objective={args.objective}, "
           f"optimizer={args.optimizer}, backend={gpnum.backend.backend_name()}, "
           f"dtype={'float32' if dtype == xp.float32 else 'float64'}", flush=True)
     if model is not None:

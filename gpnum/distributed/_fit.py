@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpnum import backend as B
+from gpnum.distributed._exact import exact_objective_and_grad
 from gpnum.distributed._objective import _check_model, objective_and_grad, row_chunks
 from gpnum.optim import fit as _fit
 
@@ -40,7 +41,26 @@ class _RowsModel:
                                   return_data=return_data, clip_curvature=clip)
 
 
-def fit(model, X, y, client, *, optimizer="ngd", resume=False, **kwargs):
+class _ExactModel:
+    """A GPR with ``solver="cg"``, seen by :func:`gpnum.fit` as a full-batch model whose every
+    evaluation runs its kernel products on the workers (:class:`DaskKernelMatrix`)."""
+
+    full_batch = True
+
+    def __init__(self, model, X, y, client):
+        self._model, self._X, self._y, self._client = model, X, y, client
+
+    def __getattr__(self, name):  # only called for what the proxy does not define
+        return getattr(self._model, name)
+
+    def check_data(self, X, y):
+        return X, y
+
+    def objective_and_grad(self, X=None, y=None, *, validate=True):
+        return exact_objective_and_grad(self._model, self._X, self._y, self._client)
+
+
+def fit(model, X, y, client, *, optimizer=None, resume=False, **kwargs):
     """Train ``model`` on dask arrays ``X`` (n, d), ``y`` (n,) with ``client``'s workers.
 
     The loop is :func:`gpnum.fit`'s (same arguments: ``epochs``, ``batch_size``, ``lr``,
@@ -52,12 +72,19 @@ def fit(model, X, y, client, *, optimizer="ngd", resume=False, **kwargs):
     natural-gradient statistics from the workers (O(m^2) each, summed on the driver, which
     takes the step); only ``ngd_method="dense"``. Or ``optimizer="adam"``.
 
+    A :class:`gpnum.GPR` with ``solver="cg"`` trains as :func:`gpnum.fit` trains it (L-BFGS-B
+    by default, or Adam, on all the data), each evaluation with its kernel products on the
+    workers (:func:`objective_and_grad`); ``X``, ``y`` are its own training data, row-chunked.
+
     Returns
     -------
     History
         As :func:`gpnum.fit`; ``model.training_state`` is set, so :func:`gpnum.save` writes a
         checkpoint that either this function or :func:`gpnum.fit` can resume.
     """
+    if getattr(model, "full_batch", False):
+        return _fit_exact(model, X, y, client, optimizer, resume, kwargs)
+    optimizer = "ngd" if optimizer is None else optimizer
     if optimizer not in ("ngd", "adam"):
         raise ValueError(f"gpnum.distributed.fit: optimizer 'ngd' or 'adam', got {optimizer!r}")
     if optimizer == "ngd" and kwargs.get("ngd_method", "dense") != "dense":
@@ -80,6 +107,30 @@ def fit(model, X, y, client, *, optimizer="ngd", resume=False, **kwargs):
     labels = B.asarray(np.zeros(n), dtype=model.dtype, xp=model.xp, device=model.device)
     try:
         history = _fit(proxy, rows, labels, optimizer=optimizer, resume=resume, **kwargs)
+    finally:
+        state = proxy.__dict__.get("training_state")
+        if state is not None:
+            model.training_state = state
+    return history
+
+
+def _fit_exact(model, X, y, client, optimizer, resume, kwargs):
+    """:func:`fit` for a full-batch GPR(solver="cg"): :func:`gpnum.fit`'s full-batch loop on a
+    proxy whose objective is evaluated with the kernel products on the workers."""
+    import distributed
+
+    if not callable(getattr(model, "cg_objective_and_grad", None)):
+        _check_model(model)  # the full-batch refusal, with its message
+    X, y, _ = row_chunks(X, y)
+    X, y = client.persist(X), client.persist(y)  # once: each evaluation then finds them there
+    distributed.wait([X, y])
+    proxy = _ExactModel(model, X, y, client)
+    if resume:
+        proxy.training_state = model.training_state
+    # Validate the dask arrays against the model's data once, before any step.
+    exact_objective_and_grad(model, X, y, client)
+    try:
+        history = _fit(proxy, None, None, optimizer=optimizer, resume=resume, **kwargs)
     finally:
         state = proxy.__dict__.get("training_state")
         if state is not None:

@@ -102,6 +102,13 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
                        return_data=False, clip_curvature=True):
     """The model's objective and gradients with the data term computed where the rows are.
 
+    A full-batch :class:`gpnum.GPR` with ``solver="cg"`` is evaluated differently: ``X`` and
+    ``y`` must be its own training data, row-chunked; each product of its batched CG with the
+    kernel matrix (and the gradient's kernel vjp) is computed chunk by chunk on the workers
+    (:class:`gpnum.distributed.DaskKernelMatrix`), the rest on the driver, with the model's
+    seeded probes: the result equals ``model.objective_and_grad()`` in memory up to the order
+    of floating-point sums.
+
     Parameters
     ----------
     model : a minibatch model of the model protocol with ``prior_term_and_grad`` (gpnum.SVGP)
@@ -149,6 +156,15 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
     (its ``K_ZZ`` factorisation included) for its chunks: the O(m^3) work is repeated per chunk,
     not divided, and chunks should hold many more rows than ``m``.
     """
+    if getattr(model, "full_batch", False):
+        # The exact GP by conjugate gradients: the kernel products, not a sum over points, are
+        # what the workers share (gpnum/distributed/_exact.py).
+        if rows is not None or scale is not None or return_data:
+            raise ValueError(f"{type(model).__name__} is a full-batch model: rows=, scale= and "
+                             "return_data= are for minibatch models")
+        from gpnum.distributed._exact import exact_objective_and_grad
+
+        return exact_objective_and_grad(model, X, y, client)
     _check_model(model)
     X, y, offsets = row_chunks(X, y)
     n = int(offsets[-1])

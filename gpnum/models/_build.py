@@ -70,7 +70,8 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
 
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
                 num_inducing=500, whitening="cholesky", jitter=None, ciq_options=None,
-                kl="mc", seed=0, num_classes=None, separate_inducing=False):
+                kl="mc", seed=0, num_classes=None, separate_inducing=False, solver=None,
+                cg_options=None):
     """A model for the data ``X`` (and ``y`` for the full-batch models), ready for
     :func:`gpnum.fit`.
 
@@ -115,6 +116,12 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         (num_latent, m, d), each learned on its own. They all start at the same k-means points
         (a copy per latent), so the model starts where the shared one does and the sets move
         apart in training.
+    solver : {"cholesky", "cg", "auto"}, optional
+        GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md). Only for
+        ``model="gpr"``.
+    cg_options : dict, optional
+        GPR's conjugate-gradient settings (:class:`gpnum.models.CGOptions`), for
+        ``solver="cg"`` or ``"auto"``.
 
     Returns
     -------
@@ -125,6 +132,9 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     if separate_inducing and model != "svgp":
         raise ValueError(f"separate_inducing: only model='svgp' has several latent functions "
                          f"with inducing points of their own, got model={model!r}")
+    if model != "gpr" and (solver is not None or cg_options is not None):
+        given = "solver" if solver is not None else "cg_options"
+        raise ValueError(f"{given}: only model='gpr' has a solver choice, got model={model!r}")
     xp = B.get_namespace(X)
     if X.ndim != 2:
         raise ValueError(f"X: expected shape (n, d), got {tuple(X.shape)}")
@@ -141,7 +151,8 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
             raise ValueError(f"model {model!r} is a Gaussian-likelihood model; got likelihood "
                              f"{type(lik).__name__}: use model='svgp' for other likelihoods")
         if model == "gpr":
-            return GPR(kern, lik, X, y)
+            return GPR(kern, lik, X, y, solver="cholesky" if solver is None else solver,
+                       cg_options=cg_options)
     if not 1 <= int(num_inducing) <= n:
         raise ValueError(f"num_inducing: {num_inducing} is not in 1..{n} (the training points)")
     Z = inducing.kmeans(X, int(num_inducing), seed=seed)

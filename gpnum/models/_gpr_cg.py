@@ -161,13 +161,18 @@ def _preconditioner(A, opts):
 
 
 # ------------------------------------------------------------------------ objective
-def lml(model, X, y, need_grad):
-    """Stochastic BBMM log marginal likelihood and gradients (module notes)."""
+def lml(model, X, y, need_grad, operator=None):
+    """Stochastic BBMM log marginal likelihood and gradients (module notes). A given
+    ``operator`` (float64 ``K_XX``: products, diagonal, columns and ``param_vjp``)
+    replaces the in-memory one (GPR.cg_objective_and_grad)."""
     xp = model.xp
     opts = model.cg_options
     n = X.shape[0]
     high = xp.float64
-    Kop, dense_vjp = kernel_operator(model, X, opts, need_grad)
+    if operator is None:
+        Kop, dense_vjp = kernel_operator(model, X, opts, need_grad)
+    else:
+        Kop, dense_vjp = operator, None
     A = noisy_operator(model, Kop)
     M = _preconditioner(A, opts)
     resid = xp.astype(y, high, copy=False) - xp.astype(model.mean, high, copy=False)
@@ -312,3 +317,42 @@ def predict(model, Xnew, state, full_cov):
         quad = xp.concat([p[0] for p in proj])
         cov = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
     return mean, xp.astype(cov, model.dtype, copy=False)
+
+
+# ------------------------------------------------------------------------ posterior samples
+def sample_f(model, Xnew, eps, diag, resid, rtol):
+    """Pathwise posterior samples at ``Xnew`` (m, d) without a factorisation (GPR.sample_f).
+
+    ``eps`` (n + m, k) standard normals, ``diag`` (n + m,) the joint draw's added diagonal
+    (noise on the training rows, jitter on the new ones), ``resid = y - c`` (n,). The prior
+    draw ``(K([X; Xnew]) + diag(diag))^{1/2} eps`` by CIQ on a lazy kernel matrix, then one
+    preconditioned CG solve ``K_y^{-1} (r - f_X - e)`` for all k columns and the blocked product
+    ``K_*X`` with it, both at ``rtol``. Returns ``f_* + K_*X K_y^{-1} (r - f_X - e)`` (m, k) in float64 (without
+    the constant mean).
+    """
+    from gpnum.ciq import sqrt_matmul
+    from gpnum.linalg import Diagonal
+
+    xp = model.xp
+    opts = model.cg_options
+    high = xp.float64
+    n, m = model.X.shape[0], Xnew.shape[0]
+    Xall = xp.concat([model.X, Xnew], axis=0)
+    rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8, copies=2)
+    joint = AddedDiag(KernelMatrix(model.kernel, Xall, block_size=min(rows, n + m),
+                                   compute_dtype=high), Diagonal(diag))
+    prior = sqrt_matmul(joint, eps, rtol=rtol, maxiter=opts.maxiter).x
+    # K_y (with the preconditioner) exactly as the prediction solve builds it.
+    Kop, _ = kernel_operator(model, model.X, opts, False)
+    A = noisy_operator(model, Kop)
+    M = _preconditioner(A, opts)
+    sol = pcg(A, resid[:, None] - prior[:n, :], M=M, rtol=rtol, maxiter=opts.maxiter)
+    V = sol.x                                                          # (n, k)
+    step = max(1, min(m, block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8, copies=2)))
+    parts = []
+    for s in range(0, m, step):
+        e = min(m, s + step)
+        Ks = xp.astype(model.kernel(Xnew[s:e, :], model.X), high, copy=False)   # (b, n)
+        parts.append(Ks @ V)
+    update = parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+    return prior[n:, :] + update
