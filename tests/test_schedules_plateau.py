@@ -55,6 +55,22 @@ def test_fit_applies_the_rate_it_observed_and_needs_validation_data():
         gpnum.fit(model, X, y, epochs=2, lr_schedule=sched, progress=False)
 
 
+def test_the_training_objective_needs_no_validation_data():
+    """metric="objective": each epoch's score is minus the epoch's mean minibatch ELBO per data
+    point, read back from the history; with validation data given it still decides."""
+    X, y, Xv, yv = _data()
+    for val in ({}, {"X_val": Xv, "y_val": yv}):
+        model = gpnum.models.build_model(X, num_inducing=10)
+        sched = PlateauDecay(0.05, factor=0.5, patience=1, metric="objective")
+        hist = gpnum.fit(model, X, y, epochs=30, batch_size=30, lr_schedule=sched,
+                         progress=False, **val)
+        ref = PlateauDecay(0.05, factor=0.5, patience=1, metric="objective")
+        for e in hist.epoch_elbo:
+            ref.observe({"objective": -e / X.shape[0]})
+        assert sched.state_dict() == ref.state_dict()
+        assert ref.num_decays >= 1
+
+
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     X, y, Xv, yv = _data()
     kw = dict(batch_size=30, X_val=Xv, y_val=yv, progress=False, seed=3)

@@ -5,8 +5,10 @@ Each run trains the model ``gpnum fit`` builds (ARD Matern-5/2 SVGP, m = 500 ind
 k-means, the data set's own likelihood, Cholesky whitening, natural gradients for q and Adam for
 the hyper-parameters, minibatches of 256) and records, after each epoch, the test RMSE (accuracy
 for elec) and NLL and the validation NLL. A setting is ``lr,gamma,schedule``: ``schedule`` is
-``const``, ``decayE1-E2`` (Adam's rate x0.1 at those epochs) or ``plateauP`` (x0.3 after P epochs
-without a lower validation NLL, see :class:`gpnum.optim.PlateauDecay`); an optional fourth
+``const``, ``decayE1-E2`` (Adam's rate x0.1 at those epochs), ``plateauP`` (x0.3 after P epochs
+without a lower validation NLL, see :class:`gpnum.optim.PlateauDecay`), ``objplateau`` (x0.3,
+twice at most, after max(2 epochs, 100 steps) without a lower training objective) or ``halfF``
+(x F from half of the epochs on); an optional fourth
 field ``S`` trains for at least ``S`` steps (``max(epochs, ceil(S / steps per epoch))`` epochs),
 which matters on small sets (energy: 3 steps an epoch).
 
@@ -35,7 +37,7 @@ RUNS = ([(name, split, 0) for name in ("energy", "elevators", "bike") for split 
         + [(name, "random", 0) for name in ("elec", "precip")])
 
 
-def _schedule(spec, lr, epochs):
+def _schedule(spec, lr, epochs, spe):
     import gpnum
 
     if spec == "const":
@@ -45,6 +47,13 @@ def _schedule(spec, lr, epochs):
         return gpnum.optim.step_decay(lr, marks)
     if spec.startswith("plateau"):
         return gpnum.optim.PlateauDecay(lr, patience=int(spec[len("plateau"):]))
+    if spec == "objplateau":
+        # the training objective's plateau, patience >= 2 epochs and >= 100 steps
+        return gpnum.optim.PlateauDecay(lr, patience=max(2, -(-100 // spe)), max_decays=2,
+                                        metric="objective")
+    if spec.startswith("half"):
+        # the rate times F from half of the epochs on
+        return lambda t, f=float(spec[len("half"):]): lr * (f if t >= epochs // 2 else 1.0)
     raise ValueError(f"unknown schedule {spec!r}")
 
 
@@ -72,7 +81,7 @@ def run_one(name, split, seed, setting, epochs, m):
 
     spe = -(-X.shape[0] // 256)
     epochs = max(epochs, -(-min_steps // spe))
-    sched = _schedule(sched_spec, lr, epochs)
+    sched = _schedule(sched_spec, lr, epochs, spe)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

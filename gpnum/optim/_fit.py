@@ -261,8 +261,10 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         state = TrainingState(epoch=0, step=0, rng_state=rng0.get_state(), adam=Adam(lr=lr),
                               ngd=ngd, seed=int(seed), fixed=fixed)
     if hasattr(lr_schedule, "observe"):
-        # An adaptive schedule (PlateauDecay) decides from the validation metrics.
-        if X_val is None or y_val is None:
+        # An adaptive schedule (PlateauDecay) decides from the epoch's metrics: the validation
+        # ones, or the training objective ("objective"), which needs no validation data.
+        if (X_val is None or y_val is None) and getattr(lr_schedule, "metric",
+                                                        None) != "objective":
             raise ValueError(f"lr_schedule={lr_schedule!r} adapts to the validation metrics: "
                              "pass X_val and y_val")
         if resume and state.schedule is not None:
@@ -327,11 +329,13 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             state.epoch = epoch + 1
             state.rng_state = rng.get_state()
             history.epoch_elbo.append(sum(elbos) / max(len(elbos), 1))
+            metrics = {"objective": -history.epoch_elbo[-1] / getattr(model, "num_data", 1)}
             if X_val is not None and y_val is not None:
                 history.val.append(evaluate(model, X_val, y_val))
-                if hasattr(lr_schedule, "observe"):
-                    lr_schedule.observe(history.val[-1])
-                    state.schedule = lr_schedule.state_dict()
+                metrics.update(history.val[-1])
+            if hasattr(lr_schedule, "observe"):
+                lr_schedule.observe(metrics)
+                state.schedule = lr_schedule.state_dict()
             bar.epoch_done(epoch, history, time.perf_counter() - t_start)
             if any(cb(model, history, epoch) for cb in callbacks):
                 history.stopped = f"stopped by a callback after epoch {epoch + 1}"

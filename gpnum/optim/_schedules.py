@@ -146,10 +146,12 @@ class PlateauDecay:
     validation score; a schedule that adapts to the data.
 
     :func:`gpnum.fit` reads the rate for each epoch by calling the schedule with the epoch
-    index, and after each epoch shows it that epoch's validation metrics (``X_val``, ``y_val``
-    are required) through :meth:`observe`. The score is the validation NLL (``metric="nll"``);
-    "better" means lower than the best so far by more than ``min_delta`` nats. Once the rate has
-    been cut ``max_decays`` times it stays.
+    index, and after each epoch shows it that epoch's metrics through :meth:`observe`: the
+    validation metrics (when ``X_val``, ``y_val`` are given) and ``"objective"``, the training
+    objective per data point (minus the epoch's mean minibatch ELBO over ``num_data``), which
+    needs no validation data. The score is the validation NLL by default (``metric="nll"``);
+    "better" means lower than the best so far by more than ``min_delta``. Once the rate has been
+    cut ``max_decays`` times it stays.
 
     Parameters
     ----------
@@ -164,7 +166,8 @@ class PlateauDecay:
     max_decays : int >= 0
         Cuts at most.
     metric : str
-        Key of the validation metrics to minimise (``"nll"``, or ``"rmse"``).
+        Key of the metrics to minimise: ``"nll"``, ``"rmse"`` (validation data needed) or
+        ``"objective"`` (the training objective).
 
     Notes
     -----
