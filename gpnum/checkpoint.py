@@ -193,13 +193,13 @@ def model_from_state(config, arrays, *, xp=None, device=None, where="model state
 def save(model, path) -> None:
     """Write ``model`` (and ``model.training_state`` if present) to ``path`` (``.npz``).
 
+    Reload with :func:`load`. The file is written to a temporary name first and renamed, so an
+    interrupted save never leaves a half-written checkpoint behind.
+
     Parameters
     ----------
     model : a model of the model protocol (gpnum.SVGP, gpnum.GPR, gpnum.SGPR, ...)
     path : str or path-like
-
-    Reload with :func:`load`. The file is written to a temporary name first and renamed, so an
-    interrupted save never leaves a half-written checkpoint behind.
     """
     config, arrays = model_state(model, caller="save")
     state = getattr(model, "training_state", None)
