@@ -7,8 +7,9 @@ the hyper-parameters, minibatches of 256) and records, after each epoch, the tes
 for elec) and NLL and the validation NLL. A setting is ``lr,gamma,schedule``: ``schedule`` is
 ``const``, ``decayE1-E2`` (Adam's rate x0.1 at those epochs), ``plateauP`` (x0.3 after P epochs
 without a lower validation NLL, see :class:`gpnum.optim.PlateauDecay`), ``objplateau`` (x0.3,
-twice at most, after max(2 epochs, 100 steps) without a lower training objective) or ``halfF``
-(x F from half of the epochs on); an optional fourth
+twice at most, after max(2 epochs, 100 steps) without a lower training objective) ``halfF``
+(x F from half of the epochs on) or ``recipe`` (gpnum's default: ``objplateau`` with the
+natural-gradient step cut alongside, :func:`gpnum.optim.default_schedules`); an optional fourth
 field ``S`` trains for at least ``S`` steps (``max(epochs, ceil(S / steps per epoch))`` epochs),
 which matters on small sets (energy: 3 steps an epoch).
 
@@ -37,7 +38,7 @@ RUNS = ([(name, split, 0) for name in ("energy", "elevators", "bike") for split 
         + [(name, "random", 0) for name in ("elec", "precip")])
 
 
-def _schedule(spec, lr, epochs, spe):
+def _schedule(spec, lr, gamma, epochs, spe):
     import gpnum
 
     if spec == "const":
@@ -51,6 +52,9 @@ def _schedule(spec, lr, epochs, spe):
         # the training objective's plateau, patience >= 2 epochs and >= 100 steps
         return gpnum.optim.PlateauDecay(lr, patience=max(2, -(-100 // spe)), max_decays=2,
                                         metric="objective")
+    if spec == "recipe":
+        # gpnum's default recipe: objplateau with the natural-gradient step cut alongside
+        return gpnum.optim.default_schedules(lr, gamma, spe)
     if spec.startswith("half"):
         # the rate times F from half of the epochs on
         return lambda t, f=float(spec[len("half"):]): lr * (f if t >= epochs // 2 else 1.0)
@@ -81,12 +85,13 @@ def run_one(name, split, seed, setting, epochs, m):
 
     spe = -(-X.shape[0] // 256)
     epochs = max(epochs, -(-min_steps // spe))
-    sched = _schedule(sched_spec, lr, epochs, spe)
+    sched = _schedule(sched_spec, lr, gamma, epochs, spe)
+    sched, gamma_sched = sched if isinstance(sched, tuple) else (sched, None)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hist = gpnum.fit(model, X, y, epochs=epochs, batch_size=256, lr=lr, gamma=gamma,
-                         lr_schedule=sched, X_val=X_val, y_val=y_val, callbacks=(record,),
+                         lr_schedule=sched, gamma_schedule=gamma_sched, X_val=X_val, y_val=y_val, callbacks=(record,),
                          progress=False, seed=seed)
     return {"dataset": name, "split": split, "seed": seed, "setting": setting,
             "epochs": epochs, "m": m, "steps_per_epoch": spe, "min_steps": min_steps,
@@ -105,7 +110,13 @@ def sweep(args):
     if os.path.exists(args.out):
         with open(args.out) as f:
             done = {_key(json.loads(line)) for line in f if line.strip()}
-    jobs = [(n, s, sd, st) for st in args.settings for (n, s, sd) in RUNS]
+    runs = RUNS
+    if args.runs:
+        # "energy:3-9": more fixed splits of one set (a smaller standard error of its mean)
+        name, span = args.runs.split(":")
+        lo, hi = (int(v) for v in span.split("-"))
+        runs = [(name, split, 0) for split in range(lo, hi + 1)]
+    jobs = [(n, s, sd, st) for st in args.settings for (n, s, sd) in runs]
     k, K = (int(v) for v in args.shard.split("/"))
     for i, (name, split, seed, setting) in enumerate(jobs):
         if i % K != k or (name, str(split), seed, setting, args.m) in done:
@@ -162,6 +173,8 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--m", type=int, default=500)
     p.add_argument("--shard", default="0/1")
+    p.add_argument("--runs", default=None, metavar="SET:LO-HI",
+                   help="instead of the standard runs, these fixed splits of one set")
     p.add_argument("--report", action="store_true")
     p.add_argument("--epochs-at", type=int, default=20)
     args = p.parse_args(argv)

@@ -169,6 +169,7 @@ def _make_gvi(args, X, y, lik_name, m, xp, dtype):
             warnings.simplefilter("ignore", gpnum.ConvergenceWarning)
             gpnum.fit(svgp, X, y, epochs=args.epochs, batch_size=args.batch_size,
                       optimizer=args.optimizer, lr=args.lr, gamma=args.gamma, progress=False,
+                      lr_schedule="plateau" if args.lr_schedule == "plateau" else None,
                       seed=args.seed)
         print("regulariser: kernel and Z of an SVGP trained first", flush=True)
         # Q's likelihood starts afresh: the SVGP's was fitted to the SVGP's q.
@@ -218,7 +219,10 @@ def train(args, ds, X, y, num_inducing, whitening, xp, dtype, progress, *, model
         model, lik_name = _make_model(args, ds, X, num_inducing, whitening, xp, dtype, y, kind)
     t_init = time.perf_counter() - t0
     lr = args.gvi_lr if is_gvi else args.lr
-    sched = step_decay(lr, args.lr_decay) if args.lr_decay else None
+    if args.lr_decay:
+        sched = step_decay(lr, args.lr_decay)
+    else:
+        sched = "plateau" if getattr(args, "lr_schedule", "plateau") == "plateau" else None
     has_val = ds.X_val.shape[0] > 0
     t1 = time.perf_counter()
     with warnings.catch_warnings():

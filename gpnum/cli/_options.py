@@ -118,9 +118,17 @@ def add_training_args(p, *, compare=False):
                        help="Adam learning rate (default: %(default)s)")
     train.add_argument("--gamma", type=argtypes.positive_float, default=RECIPE["gamma"],
                        help="natural-gradient step size in (0, 1] (default: %(default)s)")
+    train.add_argument("--lr-schedule", choices=("plateau", "constant"),
+                       default=RECIPE["schedule"],
+                       help="'plateau': cut the Adam rate and the natural-gradient step by "
+                            f"{RECIPE['plateau_factor']} (at most "
+                            f"{RECIPE['plateau_max_decays']} times) when the training objective "
+                            f"has not improved for {RECIPE['plateau_patience_steps']} steps "
+                            "(and 2 epochs); 'constant': never (default: %(default)s)")
     train.add_argument("--lr-decay", type=argtypes.int_list, default=None, metavar="E1,E2,...",
-                       help="decay the Adam learning rate 10x at these epochs (the CIQ study, "
-                            "Pleiss et al. 2020, uses 1,5,10,15 on 300k-point sets)")
+                       help="decay the Adam learning rate 10x at these epochs instead of "
+                            "--lr-schedule (the CIQ study, Pleiss et al. 2020, uses 1,5,10,15 "
+                            "on 300k-point sets)")
     train.add_argument("--ciq-num-quad", type=argtypes.positive_int, default=15, metavar="Q",
                        help="CIQ quadrature points (default: %(default)s)")
     train.add_argument("--ciq-rtol", type=argtypes.positive_float, default=1e-3,

@@ -1,7 +1,7 @@
 """Optimisers and the training loop: Adam, natural gradients, schedules, ``fit``."""
 
 from gpnum.optim._adam import Adam
-from gpnum.optim._defaults import DEFAULT_RECIPE, default_epochs
+from gpnum.optim._defaults import DEFAULT_RECIPE, TiedStep, default_epochs, default_schedules
 from gpnum.optim._exact_recipe import fit_exact_gp
 from gpnum.optim._fit import History, TrainingState, evaluate, fit
 from gpnum.optim._gvi_recipe import gvi_by_selection
@@ -9,5 +9,5 @@ from gpnum.optim._ngd import NaturalGradient, natural_statistics
 from gpnum.optim._schedules import PlateauDecay, constant, step_decay, warmup
 from gpnum.optim._select import InducingSelection, select_inducing
 
-__all__ = ["Adam", "DEFAULT_RECIPE", "default_epochs", "History", "InducingSelection", "NaturalGradient", "PlateauDecay", "TrainingState", "constant", "fit_exact_gp",
+__all__ = ["Adam", "DEFAULT_RECIPE", "TiedStep", "default_epochs", "default_schedules", "History", "InducingSelection", "NaturalGradient", "PlateauDecay", "TrainingState", "constant", "fit_exact_gp",
            "evaluate", "fit", "gvi_by_selection", "natural_statistics", "select_inducing", "step_decay", "warmup"]

@@ -130,7 +130,7 @@ def _check_fixed(model, fixed, optimizer):
 
 
 def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, optimizer=None,
-        lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule=None, gamma_schedule=None, batches=None,
+        lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule="plateau", gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
         clip_curvature=True, fixed=(), maxiter=1000):
     """Train a model of the model protocol (docs: "Adding a model").
@@ -169,9 +169,15 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         with no O(m^3) operation; the precision's condition number grows like
         ``num_data / noise``, so J is in the hundreds and the dense O(m^3) step is cheaper unless
         ``J b << m / 3`` (very large m).
-    lr_schedule, gamma_schedule : callable, optional
-        ``epoch -> lr`` and ``step -> gamma`` (see :func:`gpnum.optim.step_decay` for the
-        seed-000 decay at epochs 1, 5, 10, 15, and :func:`gpnum.optim.warmup`).
+    lr_schedule : "plateau", callable or None
+        ``epoch -> lr``. ``"plateau"`` (default, the default recipe): Adam's rate and the
+        natural-gradient step are cut by 0.3, at most twice, when the training objective per
+        data point has not improved for max(2 epochs, 100 steps)
+        (:func:`gpnum.optim.default_schedules`); None: constant; or a callable such as
+        :func:`gpnum.optim.step_decay` (the seed-000 decay at epochs 1, 5, 10, 15),
+        :func:`gpnum.optim.warmup` or a :class:`gpnum.optim.PlateauDecay`.
+    gamma_schedule : callable, optional
+        ``step -> gamma``. Default: tied to ``lr_schedule="plateau"``'s cuts, else constant.
     batches : callable, optional
         For data that does not fit in memory: ``batches(epoch)`` returns an iterable of
         ``(X_b, y_b)`` minibatches for that epoch (then ``X``, ``y`` are not used).
@@ -244,6 +250,14 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     if epochs is None:
         epochs = (_defaults.default_epochs(X.shape[0], batch_size)
                   if not full_batch and batches is None else _defaults.EPOCHS)
+    if isinstance(lr_schedule, str):
+        if lr_schedule != "plateau":
+            raise ValueError(f"lr_schedule: expected 'plateau', a callable or None, got "
+                             f"{lr_schedule!r}")
+        steps_per_epoch = None if batches is not None else -(-X.shape[0] // batch_size)
+        lr_schedule, tied = _defaults.default_schedules(lr, gamma, steps_per_epoch)
+        if gamma_schedule is None:
+            gamma_schedule = tied
     if resume:
         state = getattr(model, "training_state", None)
         if state is None:
