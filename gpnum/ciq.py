@@ -429,10 +429,10 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
     ``workspace``, the solves come as a :class:`_DeferredSolves` holding their weighted
     sum (unless msMINRES folded its basis)."""
     xp = get_namespace(B2)
-    combine = None
-    if weights is not None and workspace is None:
-        def combine(basis, coeffs):
-            return _DeferredSolves(xp, basis, coeffs, weights)
+    def defer(basis, coeffs):
+        return _DeferredSolves(xp, basis, coeffs, weights)
+
+    combine = defer if weights is not None and workspace is None else None
     if deflation is None:
         res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace,
                        _combine=combine)

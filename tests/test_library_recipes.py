@@ -141,6 +141,15 @@ def test_gvi_from_svgp_takes_the_svgps_regulariser(mode):
     assert gvi.kernel is svgp.kernel and gvi.likelihood is lik
 
 
+def test_gvi_from_svgp_refuses_several_latent_functions():
+    X, _ = _data()
+    Z = np.stack([X[:5], X[5:10]])
+    svgp = gpnum.SVGP(kernels.RBF(), likelihoods.Softmax(2), Z, num_data=60)
+    with pytest.raises(ValueError, match="one latent function and one set of inducing points, "
+                                         "got num_latent=2, separate_inducing=True"):
+        gpnum.GVI.from_svgp(svgp, likelihoods.Gaussian())
+
+
 def test_gvi_by_selection_is_algorithm2_then_gvi():
     X, y = _data(n=80)
     kern = kernels.RBF(lengthscale=np.ones(3))

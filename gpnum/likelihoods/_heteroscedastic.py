@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import get_namespace
 from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._special import logsumexp
 

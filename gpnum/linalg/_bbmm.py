@@ -133,7 +133,7 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
     start_norm2 = rz
     P = Z
     live = (b_norm > 0.0)
-    alphas, betas, diag_list, off_list = [], [], [], []
+    diag_list, off_list = [], []
     prev_alpha = xp.ones((k,), dtype=dtype, device=device)
     prev_beta = xp.zeros((k,), dtype=dtype, device=device)
     steps = xp.zeros((k,), dtype=xp.int64, device=device)

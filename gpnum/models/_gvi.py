@@ -276,6 +276,12 @@ class GVI(ComposedParameters):
         -------
         GVI
         """
+        if svgp.num_latent != 1 or svgp.separate_inducing:
+            # GVI has one latent function and one set of inducing points
+            raise ValueError(
+                f"GVI.from_svgp: expected an SVGP with one latent function and one set of "
+                f"inducing points, got num_latent={svgp.num_latent}, separate_inducing="
+                f"{svgp.separate_inducing} (train the SVGP with a one-latent likelihood)")
         Z = svgp.inducing_points
         options.setdefault("num_data", svgp.num_data)
         options.setdefault("prior_mean", float(svgp.mean))
