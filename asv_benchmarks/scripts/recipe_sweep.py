@@ -18,7 +18,9 @@ be split across processes or resumed)::
 
     OPENBLAS_NUM_THREADS=1 python asv_benchmarks/scripts/recipe_sweep.py OUT.jsonl \
         --settings 0.03,0.1,const 0.01,0.1,const --epochs 30 [--shard 0/2]
-    python asv_benchmarks/scripts/recipe_sweep.py OUT.jsonl --report [--epochs-at 20]
+    python asv_benchmarks/scripts/recipe_sweep.py OUT.jsonl [MORE.jsonl ...] --report [--epochs-at 20]
+
+One file per process: two processes appending long lines to one file can interleave them.
 
 The splits: energy, elevators and bike fixed masks 0, 1, 2 (90/10 train/test; 10% of the
 training rows held out as the validation set, the same for every setting), elec and precip
@@ -105,11 +107,18 @@ def _key(r):
     return (r["dataset"], str(r["split"]), r["seed"], r["setting"], r["m"])
 
 
+def _read(paths):
+    rows = []
+    for path in paths:
+        if os.path.exists(path):
+            with open(path) as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
 def sweep(args):
-    done = set()
-    if os.path.exists(args.out):
-        with open(args.out) as f:
-            done = {_key(json.loads(line)) for line in f if line.strip()}
+    # runs in any of the files count as done; new ones go to the first
+    done = {_key(r) for r in _read(args.out)}
     runs = RUNS
     if args.runs:
         # "energy:3-9": more fixed splits of one set (a smaller standard error of its mean)
@@ -122,7 +131,7 @@ def sweep(args):
         if i % K != k or (name, str(split), seed, setting, args.m) in done:
             continue
         r = run_one(name, split, seed, setting, args.epochs, args.m)
-        with open(args.out, "a") as f:
+        with open(args.out[0], "a") as f:
             f.write(json.dumps(r) + "\n")
         last = r["test"][-1] if r["test"] else {}
         print(f"{name} {split}/{seed} {setting}: {last} ({r['train_time_s']:.0f} s)", flush=True)
@@ -131,7 +140,7 @@ def sweep(args):
 def report(args):
     """Per data set, each setting's mean test metric and NLL at the chosen epoch, and each
     setting's worst gap to the best setting over the data sets (the selection criterion)."""
-    rows = [json.loads(line) for line in open(args.out) if line.strip()]
+    rows = _read(args.out)
     by = {}
     for r in rows:
         # epoch E, or the later one that the setting's minimum number of steps asks for
@@ -168,7 +177,8 @@ def report(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out")
+    p.add_argument("out", nargs="+", help="JSON-lines files: new runs go to the first, runs "
+                   "in any of them are skipped; --report reads them all")
     p.add_argument("--settings", nargs="*", default=["0.03,0.1,const"])
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--m", type=int, default=500)
