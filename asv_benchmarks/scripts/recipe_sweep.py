@@ -30,6 +30,7 @@ random 75/10/15 split with seed 0 (its own validation part).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -111,7 +112,7 @@ def _read(paths):
     rows = []
     for path in paths:
         if os.path.exists(path):
-            with open(path) as f:
+            with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
                 rows += [json.loads(line) for line in f if line.strip()]
     return rows
 
