@@ -262,3 +262,25 @@ def test_cg_objective_with_a_given_kernel_operator():
     exact = GPR(Matern32(lengthscale=LS), Gaussian(variance=0.05), X, y)
     with pytest.raises(ValueError, match="solver resolves to Cholesky"):
         exact.cg_objective_and_grad(op)
+
+
+def test_cg_refuses_a_vanishing_noise_in_one_line_and_a_jitter_floor_fixes_it():
+    # The noise variance L-BFGS drives towards 0 on nearly noise-free targets (bike): the
+    # CG path names the problem and the fix instead of overflowing in its preconditioner.
+    from gpnum.errors import NotPSDError
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2))
+    y = np.sin(X[:, 0])
+    gp = GPR(Matern32(lengthscale=np.ones(2)), Gaussian(variance=1e-300), X, y, solver="cg")
+    with pytest.raises(NotPSDError, match=r"noise variance \+ jitter = 1e-300 .* jitter=1e-4"):
+        gp.predict_y(X[:3])
+    with pytest.raises(NotPSDError, match="solver='cholesky'"):
+        gp.objective_and_grad(X, y)
+    # with the floor, CG predicts what the Cholesky solve of the same K + 1e-4 I does
+    gp = GPR(Matern32(lengthscale=np.ones(2)), Gaussian(variance=1e-300), X, y, solver="cg",
+             jitter=1e-4, cg_options={"predict_rtol": 1e-10})
+    K = Matern32(lengthscale=np.ones(2))(X)
+    Ks = Matern32(lengthscale=np.ones(2))(X[:3], X)
+    ref = Ks @ np.linalg.solve(K + (1e-300 + 1e-4) * np.eye(200), y)
+    np.testing.assert_allclose(np.asarray(gp.predict_f(X[:3])[0]), ref, rtol=1e-6, atol=1e-8)

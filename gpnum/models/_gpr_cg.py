@@ -26,6 +26,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from gpnum.backend import get_namespace, solve_triangular, to_numpy
+from gpnum.errors import NotPSDError
 from gpnum.linalg import (AddedDiag, Dense, KernelMatrix, block_rows_for_budget, lanczos,
                           lanczos_quadrature, pcg, pcg_lanczos, pivoted_cholesky_preconditioner,
                           preconditioner_probes)
@@ -144,9 +145,21 @@ def kernel_operator(model, X, opts, need_vjp):
 
 
 def noisy_operator(model, Kop):
+    """``K + (sigma^2 + jitter) I``, refused when the shift is too small for conjugate
+    gradients: below ``1e-10`` of the kernel's mean diagonal the preconditioner's Woodbury
+    inverse overflows (its ``F^T F / sigma^2``) and CG cannot reach any tolerance, so the
+    solver would fail with a message about an unnamed matrix or return a wrong answer."""
     xp = model.xp
     noise = (xp.astype(model.likelihood.variance, xp.float64, copy=False)
              + float(model.jitter))
+    shift = float(noise)
+    scale = float(xp.mean(Kop.diagonal()))
+    if not shift > 1e-10 * scale:
+        raise NotPSDError(
+            f"GPR(solver='cg'): noise variance + jitter = {shift:.3g} is below 1e-10 of the "
+            f"kernel matrix's mean diagonal ({scale:.3g}): conjugate gradients need a larger "
+            "shift. Pass a fixed jitter (GPR(..., jitter=1e-4): GPyTorch's noise floor, as "
+            "in Wang et al. 2019) or use solver='cholesky'")
     return AddedDiag(Kop, xp.reshape(noise, ()))
 
 
