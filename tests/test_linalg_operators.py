@@ -8,10 +8,12 @@ differences of ``sum(U * (K(params) @ V))`` computed on the dense reference.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from gpnum.backend import asarray, to_numpy
+from gpnum.backend import asarray, get_namespace, to_numpy
 from gpnum.errors import ShapeError
 from gpnum.linalg import (AddedDiag, Dense, Diagonal, KernelMatrix, LinearOperator, LowRank,
                           Scaled, Sum, Transposed, WoodburyInverse, aslinearoperator)
@@ -429,6 +431,13 @@ def test_operator_construction_errors(to_xp, xp):
         WoodburyInverse(LowRank(to_xp(np.ones((3, 1)))))
     with pytest.raises(ValueError, match="needs a positive diagonal"):
         WoodburyInverse(LowRank(to_xp(np.ones((3, 1))), to_xp(np.array([1.0, 0.0, 1.0]))))
+    # a positive diagonal so small that the capacitance matrix overflows: named in the error
+    ones = to_xp(np.ones(3))
+    tiny = get_namespace(ones).finfo(ones.dtype).smallest_normal / 16.0  # 1 / tiny overflows
+    with pytest.raises(ValueError, match=r"WoodburyInverse: I \+ F\^T D\^-1 F: expected finite"), \
+            warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "overflow", RuntimeWarning)  # 1 / tiny, on some backends
+        WoodburyInverse(LowRank(to_xp(np.ones((3, 1))), ones * tiny))
 
 
 def test_kernel_matrix_construction_errors(to_xp):

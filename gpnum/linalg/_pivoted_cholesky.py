@@ -133,7 +133,8 @@ class WoodburyInverse(LinearOperator):
         self._Fd = F * (self._dinv if d.ndim == 0 else self._dinv[:, None])     # D^{-1} F
         r = F.shape[1]
         C = xp.eye(r, dtype=self.dtype, device=self.device) + F.T @ self._Fd
-        self._chol = cholesky(C) if r > 0 else None
+        # a tiny positive diagonal (a vanishing noise variance) overflows C: name the matrix
+        self._chol = cholesky(C, what="WoodburyInverse: I + F^T D^-1 F") if r > 0 else None
 
     def _scale(self, X):
         dinv = self._dinv
