@@ -284,3 +284,76 @@ def test_cg_refuses_a_vanishing_noise_in_one_line_and_a_jitter_floor_fixes_it():
     Ks = Matern32(lengthscale=np.ones(2))(X[:3], X)
     ref = Ks @ np.linalg.solve(K + (1e-300 + 1e-4) * np.eye(200), y)
     np.testing.assert_allclose(np.asarray(gp.predict_f(X[:3])[0]), ref, rtol=1e-6, atol=1e-8)
+
+
+def _small_noise_problem():
+    # bike's regime: a smooth target, signal variance 100, noise 1e-4
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, (400, 2))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] ** 2
+    Xs = rng.uniform(-2, 2, (50, 2))
+    ls, var, s2 = np.array([1.5, 1.5]), 100.0, 1e-4
+    K = matern32_np(X, X, ls, var) + s2 * np.eye(400)
+    Ks = matern32_np(X, Xs, ls, var)
+    mean = Ks.T @ np.linalg.solve(K, y)
+    v = var - np.sum(Ks * np.linalg.solve(K, Ks), axis=0)
+
+    def model(**options):
+        return GPR(Matern32(lengthscale=ls, variance=var), Gaussian(variance=s2), X, y,
+                   solver="cg", cg_options=options)
+
+    return model, Xs, mean, v, s2
+
+
+def test_default_predict_rtol_scales_with_the_noise_so_small_noise_means_stay_exact():
+    # A residual r moves the mean at a new point by up to sqrt(k**) |r| / sigma: with a tiny
+    # noise GPyTorch's fixed 0.01 leaves the means far from the exact ones.
+    model, Xs, mean_ref, _, s2 = _small_noise_problem()
+    loose = model(predict_rtol=0.01, precond_rank=20)
+    auto = model(precond_rank=20)
+    with pytest.warns(Warning):        # the variance check (next test); means are what count
+        err_loose = np.max(np.abs(np.asarray(loose.predict_f(Xs)[0]) - mean_ref))
+        err_auto = np.max(np.abs(np.asarray(auto.predict_f(Xs)[0]) - mean_ref))
+    assert auto.cg_predict_info["rtol"] == pytest.approx(0.01 * np.sqrt(s2 / 100.0))
+    assert loose.cg_predict_info["rtol"] == 0.01
+    assert auto.cg_predict_info["relative_residual"] <= auto.cg_predict_info["rtol"]
+    assert err_auto < 2e-4 and err_loose > 20 * err_auto
+    # a noise as large as the signal keeps GPyTorch's 0.01
+    X, y = data(60)
+    big = GPR(Matern32(lengthscale=LS, variance=0.5), Gaussian(variance=1.0), X, y, solver="cg")
+    big.predict_f(X[:2])
+    assert big.cg_predict_info["rtol"] == 0.01
+    with pytest.raises(ValueError, match="predict_rtol: expected a positive number"):
+        CGOptions(predict_rtol=0.0)
+
+
+def test_love_variances_are_checked_against_exact_solves_and_a_bad_cache_warns():
+    from gpnum.errors import ConvergenceWarning
+
+    # the preconditioner leaves most of K (variance 100) above the noise 1e-4: LOVE's
+    # variances are wrong, and the check says so (the dense posterior confirms it)
+    model, Xs, _, var_ref, s2 = _small_noise_problem()
+    gp = model(precond_rank=20)
+    with pytest.warns(ConvergenceWarning, match="LOVE predictive variances are off"):
+        var = np.asarray(gp.predict_f(Xs)[1])
+    assert gp.cg_predict_info["variance_check"] > 0.1
+    assert np.max(np.abs(var - var_ref) / (var_ref + s2)) > 0.1
+    # noise 0.05: rank 50 leaves LOVE's variances off by up to 0.8 of the predictive
+    # variance at new points (dense reference), and the check warns; rank 150 gets them right
+    # (0.0065) and does not warn
+    X, y = data(300)
+    Xs = np.random.default_rng(9).uniform(-2, 2, (20, 3))
+    Ky = matern32_np(X, X, LS, 1.2) + 0.05 * np.eye(300)
+    Ks = matern32_np(X, Xs, LS, 1.2)
+    with pytest.warns(ConvergenceWarning, match="LOVE predictive variances are off"):
+        var = np.asarray(build(X, y, precond_rank=50, love_rank=100).predict_f(Xs)[1])
+    exact = 1.2 - np.sum(Ks * np.linalg.solve(Ky, Ks), axis=0)
+    assert np.max(np.abs(var - exact) / (exact + 0.05)) > 0.3
+    good = build(X, y, precond_rank=150, love_rank=150)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        var = np.asarray(good.predict_f(Xs)[1])
+    exact = 1.2 - np.sum(Ks * np.linalg.solve(Ky, Ks), axis=0)
+    assert good.cg_predict_info["variance_check"] < 0.1
+    np.testing.assert_array_less(np.abs(var - exact) / (exact + 0.05), 0.1)

@@ -6,7 +6,7 @@ Adam steps on all of the data with solver="cg"); reports test RMSE and NLL in st
 target units (Wang et al.'s Table 1 units), the time of each phase and the CG diagnostics.
 
 Usage (from the repository root; several minutes, run under nice):
-    PYTHONPATH=. nice -n 5 python asv_benchmarks/scripts/exact_gp_uci.py bike [SUBSET] [FULL_STEPS] [DENSE_MIB] [JITTER]
+    PYTHONPATH=. nice -n 5 python asv_benchmarks/scripts/exact_gp_uci.py bike [SUBSET] [FULL_STEPS] [DENSE_MIB] [JITTER] [PRECOND_RANK]
 """
 
 import sys
@@ -25,6 +25,7 @@ subset = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 full_steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 dense_mib = float(sys.argv[4]) if len(sys.argv) > 4 else 6000.0
 jitter = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-4
+precond_rank = int(sys.argv[6]) if len(sys.argv) > 6 else 100
 
 d = gpnum.datasets.load(name, xp="numpy", dtype="float64")
 X, y = d.X_train, d.y_train
@@ -35,7 +36,7 @@ lik = Gaussian(variance=0.1)
 # Wang et al. trained with; on bike the targets are nearly a function of the inputs and the
 # noise variance otherwise falls towards 0, where conjugate gradients cannot work.
 model = GPR(kernel, lik, X, y, mean=0.0, solver="cg", jitter=jitter,
-            cg_options={"dense_limit_mib": dense_mib})
+            cg_options={"dense_limit_mib": dense_mib, "precond_rank": precond_rank})
 t0 = time.perf_counter()
 hist = fit_exact_gp(model, subset_size=subset, lbfgs_maxiter=100, subset_adam_steps=10,
                     full_adam_steps=0, lr=0.05)
@@ -49,7 +50,8 @@ def report(tag):
     mu, var = np.asarray(mu), np.asarray(var)
     rmse = float(np.sqrt(np.mean((mu - d.y_test) ** 2)))
     nll = float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (mu - d.y_test) ** 2 / var))
-    print(f"{tag}: test RMSE {rmse:.4f}  NLL {nll:.4f}  (predict {time.perf_counter() - ts:.1f} s)",
+    print(f"{tag}: test RMSE {rmse:.4f}  NLL {nll:.4f}  (predict {time.perf_counter() - ts:.1f} s; "
+          f"{model.cg_predict_info})",
           flush=True)
 
 

@@ -107,6 +107,7 @@ class GPR(FullBatchGaussianModel):
         self.solver = solver
         self.cg_options = CGOptions.coerce(cg_options)
         self._cg_last = None
+        self._cg_predict_last = None
 
     # ------------------------------------------------------------------ solver dispatch
     @property
@@ -124,6 +125,12 @@ class GPR(FullBatchGaussianModel):
         ``num_iter``, ``relative_residual`` (worst column), ``logdet_std_error`` and
         ``lml_std_error`` (standard errors of the stochastic estimates over the probes)."""
         return self._cg_last
+
+    @property
+    def cg_predict_info(self):
+        """Diagnostics of the last CG prediction solve (None before one): ``num_iter``,
+        ``relative_residual``, the tolerance ``rtol`` it was run to and ``precond_rank``."""
+        return self._cg_predict_last
 
     def config(self) -> dict:
         """:meth:`FullBatchGaussianModel.config` plus, for a solver other than the default
@@ -285,7 +292,8 @@ class GPR(FullBatchGaussianModel):
             white noise.
         rtol : float, optional
             ``solver="cg"`` only: the relative tolerance of the CIQ draw and of the CG solve
-            (default ``cg_options.predict_rtol``, 0.01). The samples' error is that of the
+            (default ``cg_options.predict_rtol``; when that is None, 0.01 scaled down by the
+            noise-to-signal amplitude ratio, see :class:`gpnum.models.CGOptions`). The samples' error is that of the
             solves: on a 3-column test problem with n = 300 and 8,000 draws, the default left
             the sample mean up to 5 Monte Carlo standard errors (0.06 posterior standard
             deviations) from the exact one, 1e-4 within 2.8 (docs/exact-gp.md).
@@ -319,7 +327,7 @@ class GPR(FullBatchGaussianModel):
             raise ValueError(f"rtol: expected a positive number, got {rtol!r}")
         if self.uses_cg:
             draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
-                                    self.cg_options.predict_rtol if rtol is None else rtol)
+                                    _gpr_cg.predict_rtol(self) if rtol is None else rtol)
         else:
             Xall = xp.concat([self._X, X], axis=0)
             K = xp.astype(self.kernel(Xall), high, copy=False)
