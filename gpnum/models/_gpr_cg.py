@@ -242,8 +242,10 @@ def lml(model, X, y, need_grad, operator=None):
     left = xp.concat([0.5 * alpha[:, None], (-0.5 / t) * U], axis=1)
     right = xp.concat([alpha[:, None], V], axis=1)
     if dense_vjp is not None:
-        G = left @ right.T
-        g_kernel = dense_vjp(xp.astype(0.5 * (G + G.T), model.dtype, copy=False))["params"]
+        # the symmetric part 1/2 (L R^T + R L^T) as one GEMM of twice the rank: an n x n
+        # transpose-and-add would read G with a stride of n (cache misses at every element)
+        G = xp.concat([0.5 * left, 0.5 * right], axis=1) @ xp.concat([right, left], axis=1).T
+        g_kernel = dense_vjp(xp.astype(G, model.dtype, copy=False))["params"]
     else:
         g_kernel = Kop.param_vjp(left, right)["kernel"]
     g_noise = xp.sum(left * right)
