@@ -80,6 +80,17 @@ def test_blocked_product_and_vjp_against_dense(xp, dtype, device, to_xp):
     f_ls = lambda ls: np.sum((U @ V.T) * matern32_np(X, X, ls, 1.2))  # noqa: E731
     np.testing.assert_allclose(host(g["lengthscale"]), numerical_grad(f_ls, LS),
                                rtol=1e-3 if dtype == xp.float32 else 1e-6)
+    # products and backward pass in blocks of different sizes (GPR's blocked CG path)
+    op2 = KernelMatrix(kern, Xx, block_size=3, vjp_block_size=8, compute_dtype=xp.float64)
+    got = host(op2 @ B.asarray(R, dtype=xp.float64, xp=xp, device=device))
+    np.testing.assert_allclose(got, K @ R, rtol=tol, atol=tol)
+    g2 = op2.param_vjp(B.asarray(U, dtype=xp.float64, xp=xp, device=device),
+                       B.asarray(V, dtype=xp.float64, xp=xp, device=device))["kernel"]
+    for name in ("lengthscale", "variance"):
+        np.testing.assert_allclose(host(g2[name]), host(dense[name]), rtol=50 * tol,
+                                   atol=50 * tol)
+    with pytest.raises(ValueError, match="vjp_block_size: expected an integer >= 1"):
+        KernelMatrix(kern, Xx, block_size=3, vjp_block_size=0)
 
 
 def test_preconditioner_logdet_against_dense(xp, dtype, device, to_xp):

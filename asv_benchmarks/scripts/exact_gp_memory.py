@@ -14,7 +14,10 @@ of the process (VmHWM) against its resident memory once the data were loaded (Vm
 difference is the memory the exact GP used beyond the data and the imported libraries.
 
 Usage (from the repository root; tens of minutes):
-    PYTHONPATH=. python asv_benchmarks/scripts/exact_gp_memory.py [N] [FULL_STEPS] [BUDGET_MIB]
+    PYTHONPATH=. python asv_benchmarks/scripts/exact_gp_memory.py [N] [FULL_STEPS] [BUDGET_MIB] [LOVE_RANK]
+
+LOVE_RANK (default 20, GPyTorch's default is 100) is small because each of its Lanczos steps is
+one kernel product (tens of seconds at n = 40,000 on 2 cores).
 """
 
 import sys
@@ -40,6 +43,7 @@ def status_mib(field):
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 40000
 full_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 budget = float(sys.argv[3]) if len(sys.argv) > 3 else 256.0
+love_rank = int(sys.argv[4]) if len(sys.argv) > 4 else 20
 
 d = gpnum.datasets.load("precip", xp="numpy", dtype="float64")
 X, y = gpnum.datasets.random_subset(d.X_train, d.y_train, n, seed=0)
@@ -53,7 +57,8 @@ print(f"precip: n={X.shape[0]} d={X.shape[1]} test={Xt.shape[0]}; resident after
 kernel = Matern32(lengthscale=np.ones(X.shape[1]), variance=1.0)
 lik = Gaussian(variance=0.1)
 model = GPR(kernel, lik, X, y, mean=0.0, solver="cg", jitter=1e-4,
-            cg_options={"memory_budget_mib": budget, "dense_limit_mib": 0})
+            cg_options={"memory_budget_mib": budget, "dense_limit_mib": 0,
+                                "love_rank": love_rank})
 t0 = time.perf_counter()
 fit_exact_gp(model, subset_size=2000, lbfgs_maxiter=50, subset_adam_steps=10,
              full_adam_steps=0, lr=0.05)

@@ -106,7 +106,9 @@ class Stationary(Kernel):
         def inner(G):
             W = G * slope
             W *= var
-            return self._grads_from_r2_cotangent(W, A, B, r2, xp.sum(G * K) / var)
+            # sum(G * K) as a dot product of the flattened matrices: no (n1, n2) temporary
+            g_var = xp.vecdot(xp.reshape(G, (-1,)), xp.reshape(K, (-1,))) / var
+            return self._grads_from_r2_cotangent(W, A, B, r2, g_var)
 
         return K, inner
 

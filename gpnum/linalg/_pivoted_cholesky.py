@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import cho_solve, cholesky
+from gpnum.backend import cho_solve, cholesky, solve_triangular
 from gpnum.linalg._operators import (AddedDiag, LinearOperator, LowRank, aslinearoperator,
                                      transpose_copy)
 from gpnum.linalg._validation import default_check_every
@@ -135,6 +135,14 @@ class WoodburyInverse(LinearOperator):
         C = xp.eye(r, dtype=self.dtype, device=self.device) + F.T @ self._Fd
         # a tiny positive diagonal (a vanishing noise variance) overflows C: name the matrix
         self._chol = cholesky(C, what="WoodburyInverse: I + F^T D^-1 F") if r > 0 else None
+        # C^{-1} applied as two GEMMs with the explicit inverse of its (r x r) Cholesky factor:
+        # inside a Krylov loop a LAPACK triangular solve on NumPy goes through SciPy's own
+        # BLAS, whose threads then spin beside NumPy's and halve the speed of the n x n
+        # products (measured: 140 ms against 70 ms per product at n = 10,000). The error is
+        # that of the triangular solve, about cond(L) eps = sqrt(cond(C)) eps.
+        self._linv = (solve_triangular(self._chol, xp.eye(r, dtype=self.dtype,
+                                                          device=self.device), lower=True)
+                      if r > 0 else None)
 
     def _scale(self, X):
         dinv = self._dinv
@@ -144,7 +152,8 @@ class WoodburyInverse(LinearOperator):
         out = self._scale(X)
         if self._chol is None:
             return out
-        return out - self._Fd @ cho_solve(self._chol, self._Fd.T @ X)
+        T = self._linv @ (self._Fd.T @ X)
+        return out - self._Fd @ (self._linv.T @ T)
 
     def _diagonal(self):
         xp = self.xp
