@@ -42,6 +42,10 @@ _MIB = 1024.0 * 1024.0
 # Elements of one kernel block in the blocked products (4 MiB in float64): the dozen
 # elementwise passes of a kernel evaluation then run in cache, not in main memory.
 _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
+# (n, b) arrays alive at once in a prediction block: the kernel block and its evaluation's
+# temporaries (~4), the whitened block and LOVE's products (~4). Sized for 2, the n = 40,000
+# run's prediction peaked at 1.2 GiB beyond the data on a 256 MiB budget (training: 407 MiB).
+_PREDICT_BLOCK_COPIES = 8
 _VARIANCE_CHECK_WARN = 0.1
 
 
@@ -301,7 +305,7 @@ def prediction_state(model):
         rhs = xp.concat([rhs, Kc], axis=1)
     sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
     state = {"alpha": sol.x[:, 0], "block": block_rows_for_budget(
-        n, opts.memory_budget_mib * _MIB, 8, copies=2)}
+        n, opts.memory_budget_mib * _MIB, 8, copies=_PREDICT_BLOCK_COPIES)}
     state.update(_love_cache(A, M, resid, min(opts.love_rank, n)))
     check = None
     if checks:
@@ -391,7 +395,9 @@ def predict(model, Xnew, state, full_cov):
         e = min(m, s + step)
         Ks = xp.astype(model.kernel(model.X, Xnew[s:e, :]), high, copy=False)   # (n, b)
         means.append(Ks.T @ state["alpha"])
-        proj.append(_love_quad(state, Ks) if not full_cov else _love_quad(state, Ks)[1:])
+        # only the (b,) quadratic forms are kept for variances: the (n, b) whitened block of
+        # every test block held to the end took O(n m) memory (640 MB at n = 40,000, m = 2,000)
+        proj.append(_love_quad(state, Ks)[0] if not full_cov else _love_quad(state, Ks)[1:])
     mean = means[0] if len(means) == 1 else xp.concat(means)
     mean = model.mean + xp.astype(mean, model.dtype, copy=False)
     if full_cov:
@@ -399,7 +405,7 @@ def predict(model, Xnew, state, full_cov):
         cov = (xp.astype(model.kernel(Xnew), high, copy=False)
                - (c.T @ c + w.T @ w - a.T @ a))
     else:
-        quad = xp.concat([p[0] for p in proj])
+        quad = proj[0] if len(proj) == 1 else xp.concat(proj)
         cov = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
     return mean, xp.astype(cov, model.dtype, copy=False)
 
@@ -423,7 +429,8 @@ def sample_f(model, Xnew, eps, diag, resid, rtol):
     high = xp.float64
     n, m = model.X.shape[0], Xnew.shape[0]
     Xall = xp.concat([model.X, Xnew], axis=0)
-    rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8, copies=2)
+    rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8,
+                                 copies=_PREDICT_BLOCK_COPIES)
     joint = AddedDiag(KernelMatrix(model.kernel, Xall, block_size=min(rows, n + m),
                                    compute_dtype=high), Diagonal(diag))
     prior = sqrt_matmul(joint, eps, rtol=rtol, maxiter=opts.maxiter).x
@@ -433,7 +440,8 @@ def sample_f(model, Xnew, eps, diag, resid, rtol):
     M = _preconditioner(A, opts)
     sol = pcg(A, resid[:, None] - prior[:n, :], M=M, rtol=rtol, maxiter=opts.maxiter)
     V = sol.x                                                          # (n, k)
-    step = max(1, min(m, block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8, copies=2)))
+    step = max(1, min(m, block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8,
+                                               copies=_PREDICT_BLOCK_COPIES)))
     parts = []
     for s in range(0, m, step):
         e = min(m, s + step)
