@@ -129,7 +129,9 @@ class GPR(FullBatchGaussianModel):
     @property
     def cg_predict_info(self):
         """Diagnostics of the last CG prediction solve (None before one): ``num_iter``,
-        ``relative_residual``, the tolerance ``rtol`` it was run to and ``precond_rank``."""
+        ``relative_residual``, the tolerance ``rtol`` it was run to, ``precond_rank`` and
+        ``variance_check`` (the worst relative error of LOVE's predictive variance at the
+        checked training inputs, None when ``cg_options.variance_checks`` is 0)."""
         return self._cg_predict_last
 
     def config(self) -> dict:
@@ -293,8 +295,9 @@ class GPR(FullBatchGaussianModel):
         rtol : float, optional
             ``solver="cg"`` only: the relative tolerance of the CIQ draw and of the CG solve
             (default ``cg_options.predict_rtol``; when that is None, 0.01 scaled down by the
-            noise-to-signal amplitude ratio, see :class:`gpnum.models.CGOptions`). The samples' error is that of the
-            solves: on a 3-column test problem with n = 300 and 8,000 draws, the default left
+            noise-to-signal amplitude ratio, see :class:`gpnum.models.CGOptions`). The
+            samples' error is that of the solves: on a 3-column test problem with n = 300 and
+            8,000 draws, ``rtol=0.01`` left
             the sample mean up to 5 Monte Carlo standard errors (0.06 posterior standard
             deviations) from the exact one, 1e-4 within 2.8 (docs/exact-gp.md).
 
