@@ -26,8 +26,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, fields
 
-from gpnum.backend import get_namespace, solve_triangular, to_numpy
-from gpnum import backend as B
+from gpnum.backend import default_rng, get_namespace, solve_triangular, to_numpy
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg import (AddedDiag, Dense, KernelMatrix, block_rows_for_budget, lanczos,
                           lanczos_quadrature, pcg, pcg_lanczos, pivoted_cholesky_preconditioner,
@@ -37,8 +36,6 @@ __all__ = ["CGOptions"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MIB = 1024.0 * 1024.0
-# The relative error of LOVE's predictive variance (noise included) at the checked training
-# inputs (cg_options.variance_checks) that warns.
 # Elements of one kernel block in the blocked products (4 MiB in float64): the dozen
 # elementwise passes of a kernel evaluation then run in cache, not in main memory.
 _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
@@ -46,6 +43,8 @@ _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
 # temporaries (~4), the whitened block and LOVE's products (~4). Sized for 2, the n = 40,000
 # run's prediction peaked at 1.2 GiB beyond the data on a 256 MiB budget (training: 407 MiB).
 _PREDICT_BLOCK_COPIES = 8
+# The relative error of LOVE's predictive variance (noise included) at the checked training
+# inputs (cg_options.variance_checks) that warns.
 _VARIANCE_CHECK_WARN = 0.1
 
 
@@ -302,7 +301,7 @@ def prediction_state(model):
     checks = min(opts.variance_checks, n)
     rhs = resid[:, None]
     if checks:
-        idx = B.default_rng(opts.seed + 1, xp=xp, device=model.device).permutation(n)[:checks]
+        idx = default_rng(opts.seed + 1, xp=xp, device=model.device).permutation(n)[:checks]
         Kc = Kop.columns(idx)                                           # (n, c)
         rhs = xp.concat([rhs, Kc], axis=1)
     sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
@@ -312,8 +311,9 @@ def prediction_state(model):
     check = None
     if checks:
         noise = float(A.diag.diag)
-        exact = xp.take(Kop.diagonal(), idx) - xp.sum(Kc * sol.x[:, 1:], axis=0)
-        love = xp.take(Kop.diagonal(), idx) - _love_quad(state, Kc)[0]
+        prior = xp.take(Kop.diagonal(), idx)
+        exact = prior - xp.sum(Kc * sol.x[:, 1:], axis=0)
+        love = prior - _love_quad(state, Kc)[0]
         check = float(xp.max(xp.abs(love - exact)
                              / (xp.where(exact > 0.0, exact, 0.0) + noise)))
     model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
