@@ -187,7 +187,10 @@ def test_lbfgs_ard_26_dimensions_does_not_stop_on_a_refused_point(kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hist = gpnum.fit(m, maxiter=80)
-    assert hist.stopped is None
+    # no stop on a refused point or a failed line search; reaching the iteration limit is fine
+    # (with the backward pass exact in dominant columns the GPR fit keeps rising to it: 163 at
+    # 80 iterations; before, a false "relative reduction" stop at -172 after 10 with |g| = 19)
+    assert hist.stopped is None or "TOTAL NO. OF ITERATIONS" in hist.stopped, hist.stopped
     p = m.parameters()
     assert np.all(np.asarray(p["kernel.lengthscale"]) > 0.0)
     assert float(p["likelihood.variance"]) > 0.0

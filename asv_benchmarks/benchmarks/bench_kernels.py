@@ -126,3 +126,60 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+class SymmetricGramBlocked:
+    """The gram matrix of one set of points with what its backward pass keeps (Matern-3/2 ARD,
+    float64), built from its upper block rows (gpnum.kernels._stationary), against the same
+    matrix through the two-set path, which makes whole (n, n) passes; and the backward pass
+    against a rank-11 cotangent U V^T (conjugate-gradient training: 1 + 10 probes) by
+    ``vjp.low_rank`` against forming U V^T and the two-set path's dense backward."""
+
+    params = (available_backends(), [1000, 4000], [3, 18])
+    param_names = ["backend", "n", "d"]
+    timeout = 300
+
+    def setup(self, backend, n, d):
+        from gpnum.kernels import Matern32
+
+        self.xp = B.namespace_by_name(backend)
+        dt = self.xp.float64
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(n, d))
+        self.X = make(self.xp, X, dt)
+        self.X2 = make(self.xp, X.copy(), dt)
+        self.U = make(self.xp, rng.normal(size=(n, 11)), dt)
+        self.V = make(self.xp, rng.normal(size=(n, 11)), dt)
+        self.k = Matern32(np.linspace(0.5, 2.0, d), 1.3, xp=self.xp, dtype=dt)
+        self.vjp_same = self.k.gram_and_vjp(self.X)[1]
+        self.vjp_two = self.k.gram_and_vjp(self.X, self.X2)[1]
+
+    def _same(self):
+        return self.k.gram_and_vjp(self.X)[0]
+
+    def _two(self):
+        return self.k.gram_and_vjp(self.X, self.X2)[0]
+
+    def _low_rank(self):
+        return self.vjp_same.low_rank(self.U, self.V)["params"]["variance"]
+
+    def _dense(self):
+        return self.vjp_two(self.U @ self.xp.matrix_transpose(self.V))["params"]["variance"]
+
+    def time_gram_and_vjp_one_set(self, backend, n, d):
+        sync(self._same())
+
+    def time_low_rank_vjp(self, backend, n, d):
+        sync(self._low_rank())
+
+    def track_one_set_over_two_set_path(self, backend, n, d):
+        """gram_and_vjp(X) time / gram_and_vjp(X, copy of X), best of 15 each, same process."""
+        return _ratio(self._same, self._two)
+
+    track_one_set_over_two_set_path.unit = "ratio"
+
+    def track_low_rank_over_dense_cotangent(self, backend, n, d):
+        """vjp.low_rank(U, V) time / forming U V^T and the dense backward, best of 15 each."""
+        return _ratio(self._low_rank, self._dense)
+
+    track_low_rank_over_dense_cotangent.unit = "ratio"

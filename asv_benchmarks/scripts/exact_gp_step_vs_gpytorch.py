@@ -14,7 +14,7 @@ to a dense one), and with its default row blocks ("blocked": the kernel recomput
 every product, O(n) memory).
 
 Usage (scratch venv with torch and gpytorch, never gpnum dependencies; quiet machine):
-    PYTHONPATH=. /work/scratch-peer/bin/python asv_benchmarks/scripts/exact_gp_step_vs_gpytorch.py [N] [REPS]
+    PYTHONPATH=. /work/scratch-peer/bin/python asv_benchmarks/scripts/exact_gp_step_vs_gpytorch.py [N] [REPS] [no-blocked]
 """
 
 import sys
@@ -34,6 +34,7 @@ torch.set_num_threads(2)
 warnings.simplefilter("ignore")
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+with_blocked = not (len(sys.argv) > 3 and sys.argv[3] == "no-blocked")
 RANK, PROBES, TOL, LANCZOS = 100, 10, 1.0, 20
 
 data = gpnum.datasets.load("elevators", xp="numpy", dtype="float64")
@@ -107,13 +108,14 @@ def peer_step():
 print(f"elevators n={n} d={d}, float64, rank {RANK}, {PROBES} probes, tol {TOL}, "
       f"{LANCZOS} Lanczos iterations, torch threads {torch.get_num_threads()}", flush=True)
 results = {}
-for name, make in (("gpnum dense", lambda: gpnum_step_fn(True)),
-                   ("gpnum blocked", lambda: gpnum_step_fn(False)),
-                   ("gpytorch", lambda: (None, peer_step))):
+runs = [("gpnum dense", lambda: gpnum_step_fn(True)),
+        ("gpnum blocked", lambda: gpnum_step_fn(False)),
+        ("gpytorch", lambda: (None, peer_step))]
+for name, make in (runs if with_blocked else runs[::2]):
     model, step = make()
     ts = timed(step)
     results[name] = min(ts)
     info = f"; {model.cg_info}" if model is not None else ""
     print(f"{name}: steps {', '.join(f'{t:.2f}' for t in ts)} s{info}", flush=True)
-for name in ("gpnum dense", "gpnum blocked"):
+for name in ("gpnum dense", "gpnum blocked")[:2 if with_blocked else 1]:
     print(f"GPyTorch / {name}: {results['gpytorch'] / results[name]:.2f}x (best of {reps})")

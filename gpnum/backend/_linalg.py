@@ -17,6 +17,7 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
 __all__ = [
     "matmul",
+    "flat_dot",
     "lower_matmul",
     "cholesky",
     "cholesky_vjp",
@@ -101,6 +102,23 @@ def _matvec(xp, a, b):
     if a.flags.c_contiguous:  # a^T in Fortran order: (a^T)^T b
         return gemv(1.0, a.T, b, trans=1)
     return gemv(1.0, a, b)
+
+
+def flat_dot(a, b):
+    """``sum(a * b)`` over all elements of two arrays of one shape, without their product.
+
+    On NumPy a large float product is one dot through SciPy's BLAS, the library :func:`matmul`
+    uses, so that a loop mixing the two wakes one thread pool only (NumPy's own dot and vecdot
+    are threaded by NumPy's OpenBLAS); elsewhere ``vecdot`` of the flattened arrays.
+    """
+    xp = get_namespace(a, b)
+    fa, fb = xp.reshape(a, (-1,)), xp.reshape(b, (-1,))
+    if (array_api_compat.is_numpy_namespace(xp) and a.dtype == b.dtype
+            and a.dtype in (xp.float32, xp.float64) and fa.shape[0] >= _SCIPY_GEMM_MIN_FLOPS):
+        from scipy.linalg import blas
+
+        return xp.asarray(blas.get_blas_funcs("dot", (fa, fb))(fa, fb), dtype=a.dtype)
+    return xp.vecdot(fa, fb)
 
 
 def row_dots(a, b):

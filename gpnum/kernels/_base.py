@@ -196,6 +196,11 @@ class Kernel(Parameterised):
         held by ``vjp`` -- instead of recomputing it. Nothing is cached on the kernel: drop
         ``vjp`` to free them. ``vjp`` is valid for the parameter values at the time of the call
         and may read ``K``: do not modify ``K`` in place before calling it.
+
+        ``vjp.low_rank(U, V)``, with ``U`` (n1, p) and ``V`` (n2, p), returns ``vjp(U @ V.T)``
+        without forming the (n1, n2) cotangent where the kernel can (the stationary kernels
+        go through it in blocks of rows; others form it): for the low-rank cotangents of
+        conjugate-gradient training (gpnum.models.GPR with ``solver="cg"``).
         """
         X1, X2 = self._check_inputs(X1, X2)
         n1, n2 = X1.shape[0], (X1.shape[0] if X2 is None else X2.shape[0])
@@ -206,7 +211,25 @@ class Kernel(Parameterised):
             params, g1, g2 = inner(G)
             return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
 
+        def low_rank(U, V):
+            U = self._check_cotangent_factor(U, n1, "U")
+            V = self._check_cotangent_factor(V, n2, "V")
+            if U.shape[1] != V.shape[1]:
+                raise ShapeError(f"U, V: expected the same number of columns, got "
+                                 f"{describe_shape(U.shape)} and {describe_shape(V.shape)}")
+            blocked = getattr(inner, "low_rank", None)
+            params, g1, g2 = blocked(U, V) if blocked is not None else inner(U @ V.T)
+            return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
+
+        vjp.low_rank = low_rank
         return K, vjp
+
+    def _check_cotangent_factor(self, F, rows, name):
+        """A factor (rows, p) of a low-rank cotangent: array, namespace, dtype, finite."""
+        if not is_array(F) or F.ndim != 2 or F.shape[0] != rows:
+            got = describe_shape(F.shape) if is_array(F) else type(F).__name__
+            raise ShapeError(f"{name}: expected an array of shape ({rows}, p), got {got}")
+        return self._check_cotangent(F, tuple(F.shape), name)
 
     def _gram_and_vjp(self, X1, X2):
         return self._gram(X1, X2), lambda G: self._gram_vjp(G, X1, X2)
@@ -265,6 +288,13 @@ class Kernel(Parameterised):
             params, g1, g2 = inner(G)
             return params, self._scatter(g1, width), self._scatter(g2, width)
 
+        blocked = getattr(inner, "low_rank", None)
+        if blocked is not None:
+            def scattered_low_rank(U, V):
+                params, g1, g2 = blocked(U, V)
+                return params, self._scatter(g1, width), self._scatter(g2, width)
+
+            scattered.low_rank = scattered_low_rank
         return K, scattered
 
     # ------------------------------------------------------------------- to be implemented

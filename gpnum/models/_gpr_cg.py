@@ -259,10 +259,10 @@ def lml(model, X, y, need_grad, operator=None):
     left = xp.concat([0.5 * alpha[:, None], (-0.5 / t) * U], axis=1)
     right = xp.concat([alpha[:, None], V], axis=1)
     if dense_vjp is not None:
-        # the symmetric part 1/2 (L R^T + R L^T) as one GEMM of twice the rank: an n x n
-        # transpose-and-add would read G with a stride of n (cache misses at every element)
-        G = xp.concat([0.5 * left, 0.5 * right], axis=1) @ xp.concat([right, left], axis=1).T
-        g_kernel = dense_vjp(xp.astype(G, model.dtype, copy=False))["params"]
+        # the (n, n) cotangent L R^T is never formed: the kernel goes through it in blocks of
+        # rows beside the K and slope it kept (only its symmetric part reaches the parameters)
+        g_kernel = dense_vjp.low_rank(xp.astype(left, model.dtype, copy=False),
+                                      xp.astype(right, model.dtype, copy=False))["params"]
     else:
         g_kernel = Kop.param_vjp(left, right)["kernel"]
     g_noise = xp.sum(left * right)

@@ -456,7 +456,13 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
                 raise
             return np.inf, np.zeros_like(x)
         try:
-            value, grads = model.objective_and_grad(X, y, validate=False)
+            with warnings.catch_warnings():
+                if not first:
+                    # a line search's trial point may be extreme (a lengthscale of 1e-198 on a
+                    # categorical column): NumPy's overflow warnings there are not the user's
+                    # concern, the point is scored (Inf, NaN or NotPSDError: infinitely bad)
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                value, grads = model.objective_and_grad(X, y, validate=False)
         except NotPSDError:
             # A trial point past the positive-definite region (e.g. a noise variance driven
             # towards 0): infinitely bad, so that the line search backs off from it.
