@@ -414,3 +414,13 @@ def test_viterbi_auto_uses_the_blocked_solver_on_long_chains(xp, to64, monkeypat
         array_api_compat.is_torch_namespace(ns) and to64(log_lik).device.type == "cpu")
     assert results == ([True] if cpu else [])
     np.testing.assert_array_equal(_np(path), numpy_viterbi(log_pi, log_A, log_lik)[0])
+
+
+def test_tiled_transpose_matches_the_transpose_on_every_backend(xp, dtype, device, to_xp):
+    # the blocked Viterbi's lane layout: tiles of 7 over a (23, 17) matrix leave ragged edges
+    from gpnum.hmm._inference import _transpose_tiled
+
+    M = np.arange(23 * 17, dtype=np.float64).reshape(23, 17)
+    out = _transpose_tiled(xp, to_xp(M), tile=7)
+    assert out.shape == (17, 23) and out.dtype == dtype
+    np.testing.assert_array_equal(B.to_numpy(out), M.T.astype(B.to_numpy(out).dtype))
