@@ -149,7 +149,8 @@ class Stationary(Kernel):
         for i0, i1, slope, r2 in rows:
             W = pair_block(i0, i1)
             W[:, :i1 - i0] *= 0.5  # the diagonal tile holds each of its pairs twice
-            g_var = g_var + xp.sum(xp.vecdot(W, K[i0:i1, i0:]))
+            # an in-cache product, not vecdot (NumPy's may thread a long row in its own BLAS)
+            g_var = g_var + xp.sum(W * K[i0:i1, i0:])
             W *= slope
             W *= var  # now the cotangent of the block's r^2
             acc.add(W, i0, i1, i0)
