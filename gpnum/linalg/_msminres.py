@@ -273,9 +273,11 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     epsln = zeros_sk
     phibar = zeros_sk + b_norm[None, :]
 
-    # On the host the basis is allocated once at full capacity (pages are only touched as it
-    # fills; growing by copies would touch each page twice); on an accelerator, whose
-    # allocations are real, it starts small and doubles.
+    # The basis starts at _DEVICE_CAPACITY iterations. On the host it then jumps to full
+    # capacity once: a full-capacity (k, chunk, n) buffer from the start is touched at every
+    # one of its k rows by the first iteration, and with transparent huge pages the kernel
+    # zero-fills whole 2 MiB pages there -- at m = 1000, k = 256 a first call that needed one
+    # iteration spent 0.4 s zeroing 400 MB. On an accelerator it doubles.
     host = on_host(xp, device)
     fresh = op.fresh_products
     if workspace is not None:
@@ -284,7 +286,7 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
                             f"{type(workspace).__name__}")
         basis = workspace.take(xp, (k, chunk, n), dtype, device)
     else:
-        capacity = chunk if host else min(chunk, _DEVICE_CAPACITY)
+        capacity = min(chunk, _DEVICE_CAPACITY)
         basis = xp.empty((k, capacity, n), dtype=dtype, device=device)
     gammas, deltas, epss, phis = [], [], [], []
     x = w_old = w_older = None       # folded solution and carried directions, (s, n, k)
@@ -310,7 +312,8 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
 
         c = len(gammas)
         if c == basis.shape[1]:
-            grown = xp.empty((k, min(chunk, 2 * c), n), dtype=dtype, device=device)
+            grown = xp.empty((k, chunk if host else min(chunk, 2 * c), n), dtype=dtype,
+                             device=device)
             grown[:, :c, :] = basis[:, :c, :]
             basis = grown
         # Stored transposed, (k, c, n), so that the final batched product runs on unit
