@@ -86,18 +86,15 @@ def sqdist(A, B=None, *, exact=None):
     # magnitude) would make the expansion's error eps |a|^2 exceed the other columns'
     # contribution, and the matrix lose positive-definiteness: those columns are formed
     # exactly, the rest by the expansion.
-    spread = xp.max(Ac * Ac, axis=0) + xp.max(Bc * Bc, axis=0)
-    dominant = _dominant_columns(xp, spread)
+    split = _split_dominant(xp, Ac, Bc)
     r2_exact = None
-    if dominant:
-        keep = [j for j in range(d) if j not in dominant]
-        r2_exact = sqdist(xp.take(A, xp.asarray(dominant, device=device_of(A)), axis=1),
-                          None if same else xp.take(Bm, xp.asarray(dominant, device=device_of(A)),
-                                                    axis=1), exact=True)
+    if split is not None:
+        dominant, keep = split
+        r2_exact = sqdist(_cols(xp, A, dominant), None if same else _cols(xp, Bm, dominant),
+                          exact=True)
         if not keep:
             return r2_exact
-        idx = xp.asarray(keep, device=device_of(A))
-        Ac, Bc = xp.take(Ac, idx, axis=1), xp.take(Bc, idx, axis=1)
+        Ac, Bc = _cols(xp, Ac, keep), _cols(xp, Bc, keep)
         d = len(keep)
     # Soft threshold: subtract the rounding-error bound tau = c (|a|^2 + |b|^2) of the
     # expansion, then clamp at 0. Coincident rows (error below tau) give exactly 0, negative
@@ -151,12 +148,11 @@ def sqdist_upper_blocks(A, *, block_elements, min_rows=16, exact=None):
     Ac = r2_exact_cols = sa = None
     if not exact:
         Ac, _ = _centred(A, None)
-        spread = 2.0 * xp.max(Ac * Ac, axis=0)
-        dominant = _dominant_columns(xp, spread)
-        if dominant:
-            keep = [j for j in range(d) if j not in dominant]
-            r2_exact_cols = xp.take(A, xp.asarray(dominant, device=device_of(A)), axis=1)
-            Ac = xp.take(Ac, xp.asarray(keep, device=device_of(A)), axis=1) if keep else None
+        split = _split_dominant(xp, Ac, Ac)
+        if split is not None:
+            dominant, keep = split
+            r2_exact_cols = _cols(xp, A, dominant)
+            Ac = _cols(xp, Ac, keep) if keep else None
         if Ac is not None:
             c = 4.0 * math.sqrt(Ac.shape[1]) * float(xp.finfo(A.dtype).eps)
             sa = (1.0 - c) * xp.sum(Ac * Ac, axis=1)
@@ -211,13 +207,14 @@ def _cols(xp, X, cols):
     return xp.take(X, xp.asarray(cols, device=device_of(X)), axis=1)
 
 
-def _split_dominant(xp, A, B, Ac, Bc):
-    """``(dominant, rest)`` column index lists as :func:`sqdist` chooses them, or None."""
+def _split_dominant(xp, Ac, Bc):
+    """``(dominant, rest)``: the column index lists of the centred inputs that are formed
+    exactly (see :data:`_DOMINANT_RATIO`) and by the expansion, or None when none dominates."""
     spread = xp.max(Ac * Ac, axis=0) + xp.max(Bc * Bc, axis=0)
     dominant = _dominant_columns(xp, spread)
     if not dominant:
         return None
-    return dominant, [j for j in range(A.shape[1]) if j not in dominant]
+    return dominant, [j for j in range(Ac.shape[1]) if j not in dominant]
 
 
 def _merge_columns(xp, parts, d):
@@ -294,7 +291,7 @@ def sqdist_vjp(W, A, B=None, *, per_dim=False, exact=None, _check_dominant=True)
     # identity holds for any common shift, and centring keeps the cancellation small).
     Ac, Bc = _centred(A, B)
     if _check_dominant:
-        split = _split_dominant(xp, A, B, Ac, Bc)
+        split = _split_dominant(xp, Ac, Bc)
         if split is not None:
             # as in sqdist: a dominant column's squared differences would be lost in the
             # expansion's rounding of its |a|^2 (and with them its lengthscale's gradient)
@@ -350,7 +347,7 @@ class SqdistVJPRows:
             # centred on the column points' mean: shift-invariant, and it keeps |a|^2 small
             centre = xp.mean(self.Bm, axis=0)
             self.Ac, self.Bc = A - centre, self.Bm - centre
-            split = _split_dominant(xp, A, B, self.Ac, self.Bc) if _check_dominant else None
+            split = _split_dominant(xp, self.Ac, self.Bc) if _check_dominant else None
             if split is not None:
                 # dominant columns exactly, as sqdist forms them (see sqdist_vjp)
                 self.split = [(cols, SqdistVJPRows(

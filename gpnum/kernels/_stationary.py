@@ -29,7 +29,8 @@ __all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52"]
 #: cache between their elementwise passes (2 MiB blocks: 1.2 s against 0.9 s below). At
 #: n = 10,000 and 18 inputs, quiet: gram_and_vjp(X) 0.67 s against 1.74 s through the two-set
 #: path's whole (n, n) passes, the backward pass against a rank-11 cotangent 0.49 s against
-#: 1.03 s (asv_benchmarks/scripts/stationary_blocked_vs_whole.py).
+#: 1.03 s; later runs, the shared VM slower for both sides, 1.6-1.9x and 1.35-1.8x
+#: (asv_benchmarks/scripts/stationary_blocked_vs_whole.py).
 _BLOCK_ELEMENTS = 2**16
 #: Fewest rows per block (the mirrored write below the diagonal copies this many contiguous
 #: elements per row).
@@ -116,7 +117,7 @@ class Stationary(Kernel):
         below the diagonal: the result is exactly symmetric, the transcendental work is halved
         and no (n, n) temporary is made (every fresh (n, n) array costs its page faults, about
         0.1-0.5 s per 800 MB on this machine's NumPy). The backward pass needs the slope of the
-        upper block rows only (:meth:`_upper_vjp`), so it is never mirrored.
+        upper block rows only (:meth:`_blocked_vjp`), so it is never mirrored.
         """
         xp = get_namespace(A)
         n = A.shape[0]
@@ -137,27 +138,26 @@ class Stationary(Kernel):
                 K[i1:, i0:i1] = xp.matrix_transpose(h[:, i1 - i0:])
         return K, rows
 
-    def _upper_vjp(self, A, K, rows, pair_block):
-        """Gradients of ``sum(G * k(A, A))`` from the upper block rows: ``pair_block(i0, i1)``
-        returns ``G[i0:i1, i0:] + G[i0:, i0:i1]^T`` (a new array), the cotangent of each
-        unordered pair of points; ``rows`` as :meth:`_gram_same` gives them."""
+    def _blocked_vjp(self, A, B, blocks):
+        """Gradients of ``sum(G * k(A, B))`` from the cotangent in blocks: ``blocks`` yields
+        ``(s, e, c0, G_blk, K_blk, slope_blk, r2_blk)`` for rows ``s:e`` and columns ``c0:``,
+        ``G_blk`` a new array (``r2_blk`` only for a shared lengthscale). ``B`` None: the upper
+        block rows of one set, each ``G_blk`` the cotangent of the pairs of points there."""
         xp = get_namespace(A)
         var = self.variance
         ard = self.lengthscale.ndim == 1
-        acc = SqdistVJPRows(A, A, per_dim=ard, exact=False if self._bounded_slope else None)
+        acc = SqdistVJPRows(A, B, per_dim=ard, exact=False if self._bounded_slope else None)
         g_var = S = 0.0
-        for i0, i1, slope, r2 in rows:
-            W = pair_block(i0, i1)
-            W[:, :i1 - i0] *= 0.5  # the diagonal tile holds each of its pairs twice
+        for s, e, c0, W, K_blk, slope_blk, r2_blk in blocks:
             # an in-cache product, not vecdot (NumPy's may thread a long row in its own BLAS)
-            g_var = g_var + xp.sum(W * K[i0:i1, i0:])
-            W *= slope
+            g_var = g_var + xp.sum(W * K_blk)
+            W *= slope_blk
             W *= var  # now the cotangent of the block's r^2
-            acc.add(W, i0, i1, i0)
+            acc.add(W, s, e, c0)
             if not ard:
-                S = S + flat_dot(W, r2)
+                S = S + flat_dot(W, r2_blk)
         gA, gB, S_dims = acc.result()
-        return self._params_and_input_grads(gA + gB, None, S_dims if ard else S, g_var / var)
+        return self._params_and_input_grads(gA, gB, S_dims if ard else S, g_var / var)
 
     def _gram_and_vjp(self, X1, X2):
         xp = get_namespace(X1)
@@ -167,18 +167,24 @@ class Stationary(Kernel):
         if B is None:
             K, rows = self._gram_same(A, with_slope=True)
 
+            def upper_blocks(pair_block):
+                # pair_block(i0, i1): G[i0:i1, i0:] + G[i0:, i0:i1]^T, a new array
+                for i0, i1, slope, r2 in rows:
+                    W = pair_block(i0, i1)
+                    W[:, :i1 - i0] *= 0.5  # the diagonal tile holds each of its pairs twice
+                    yield i0, i1, i0, W, K[i0:i1, i0:], slope, r2
+
             def inner(G):
-                return self._upper_vjp(
-                    A, K, rows, lambda i0, i1: G[i0:i1, i0:] + xp.matrix_transpose(G[i0:, i0:i1]))
+                return self._blocked_vjp(A, None, upper_blocks(
+                    lambda i0, i1: G[i0:i1, i0:] + xp.matrix_transpose(G[i0:, i0:i1])))
 
             def low_rank(U, V):
                 # G = U V^T: the pair block U_I V_J^T + V_I U_J^T is one GEMM of rank 2p.
                 # Every product goes to SciPy's BLAS (backend.matmul): alternating with NumPy's
                 # would keep both OpenBLAS pools spinning on 2 cores.
                 UV, VU = xp.concat([U, V], axis=1), xp.concat([V, U], axis=1)
-                return self._upper_vjp(
-                    A, K, rows,
-                    lambda i0, i1: matmul(UV[i0:i1, :], xp.matrix_transpose(VU[i0:, :])))
+                return self._blocked_vjp(A, None, upper_blocks(
+                    lambda i0, i1: matmul(UV[i0:i1, :], xp.matrix_transpose(VU[i0:, :]))))
 
             inner.low_rank = low_rank
             return K, inner
@@ -198,21 +204,16 @@ class Stationary(Kernel):
         def low_rank(U, V):
             # G = U V^T in blocks of rows: neither G nor G * slope is ever (n1, n2); SciPy's
             # BLAS for every product, as above
-            n1, n2 = A.shape[0], B.shape[0]
-            step = max(_MIN_BLOCK_ROWS, _BLOCK_ELEMENTS // max(1, n2))
-            acc = SqdistVJPRows(A, B, per_dim=ard, exact=False if self._bounded_slope else None)
-            g_var = S = 0.0
-            for s in range(0, n1, step):
-                e = min(n1, s + step)
-                W = matmul(U[s:e, :], xp.matrix_transpose(V))
-                g_var = g_var + flat_dot(W, K[s:e, :])
-                W *= slope[s:e, :]
-                W *= var  # now the cotangent of the block's r^2
-                acc.add(W, s, e)
-                if not ard:
-                    S = S + flat_dot(W, r2[s:e, :])
-            gA, gB, S_dims = acc.result()
-            return self._params_and_input_grads(gA, gB, S_dims if ard else S, g_var / var)
+            n1 = A.shape[0]
+            step = max(_MIN_BLOCK_ROWS, _BLOCK_ELEMENTS // max(1, B.shape[0]))
+
+            def row_blocks():
+                for s in range(0, n1, step):
+                    e = min(n1, s + step)  # in-bounds stops: the standard leaves others open
+                    yield (s, e, 0, matmul(U[s:e, :], xp.matrix_transpose(V)), K[s:e, :],
+                           slope[s:e, :], None if ard else r2[s:e, :])
+
+            return self._blocked_vjp(A, B, row_blocks())
 
         inner.low_rank = low_rank
         return K, inner
@@ -234,7 +235,6 @@ class Stationary(Kernel):
 
     def _grads_from_r2_cotangent(self, W, A, B, r2, g_var):
         """Parameter and input gradients given the cotangent ``W`` of the scaled ``r^2``."""
-        xp = get_namespace(W)
         ard = self.lengthscale.ndim == 1
         gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard,
                                exact=False if self._bounded_slope else None)
