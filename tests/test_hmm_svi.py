@@ -192,31 +192,113 @@ def test_svi_step_sizes_and_interpolation(xp, to64):
         np.testing.assert_allclose(_np(model.posterior_[key]), w[key], rtol=1e-12, err_msg=key)
 
 
-def test_svi_fast_paths_match_the_textbook_recursions(monkeypatch):
-    """The SVI step's local work takes the fast paths (many short subchains: one stacked
-    forward/backward loop; emission parameters prepared once per step). Its result must
-    equal, to round-off, the same steps with every forward-backward replaced by the textbook
-    log-space recursions and the emission log likelihood computed from scratch per window."""
-    from gpnum.hmm import _base, _inference
+def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, grow_tol=1e-3):
+    """The scaled statistics written out per subchain with NumPy's log-space forward-backward
+    on the buffered window ``s - min(b, s) .. e + min(b, T - 1 - e)`` (a buffer stops at the
+    chain's ends), started from q(pi) where it reaches the chain's start and from the
+    stationary distribution of the expected transition matrix elsewhere; GrowBuf as rounds
+    b = 0, g, 2g, ... until the interior marginals of all subchains move by < grow_tol."""
+    log_pi0, log_A = (_np(a) for a in model._expected_log_params())
+    A = np.exp(log_A)
+    A /= A.sum(1, keepdims=True)
+    w, v = np.linalg.eig(A.T)
+    stat = np.real(v[:, np.argmin(np.abs(w - 1.0))])
+    stat /= stat.sum()
+    ell = _np(model._expected_log_lik(Y))
+    Yn = _np(Y)
+    T = len(Yn)
+    starts = _np(starts).astype(int)
+    S = len(starts)
+
+    def interiors(b):
+        out = []
+        for s in starts:
+            lo, hi = s - min(b, s), s + L - 1 + min(b, T - L - s)
+            marg, xi, _ = numpy_forward_backward(log_pi0 if lo == 0 else np.log(stat), log_A,
+                                                 ell[lo:hi + 1])
+            out.append((marg[s - lo:s - lo + L], xi[s - lo:s - lo + L - 1]))
+        return out
+
+    cover = max(starts.max(), T - L - starts.min())
+    if buffer == "grow":
+        g = max(1, L // 4) if grow_step is None else grow_step
+        b, post = 0, interiors(0)
+        while b < cover:
+            b = min(b + g, cover)
+            new = interiors(b)
+            change = max(np.abs(n[0] - o[0]).max() for n, o in zip(new, post))
+            post = new
+            if change < grow_tol:
+                break
+    else:
+        b, post = min(buffer, cover), interiors(buffer)
+    n_starts = T - L + 1
+    stats = {"pi": np.zeros(model.num_states), "A": 0.0, "kappa": 0.0, "h": 0.0, "Q": 0.0,
+             "nu": 0.0}
+    for s, (marg, xi) in zip(starts, post):
+        t = np.arange(s, s + L)
+        c_e = np.minimum(t, T - L) - np.maximum(0, t - L + 1) + 1
+        c_a = np.minimum(t[1:] - 1, T - L) - np.maximum(0, t[1:] - L + 1) + 1
+        g = marg * (n_starts / (S * c_e))[:, None]
+        if s == 0:
+            stats["pi"] = stats["pi"] + marg[0] * n_starts / S
+        stats["A"] = stats["A"] + np.einsum("t,tij->ij", n_starts / (S * c_a), xi)
+        stats["kappa"] = stats["kappa"] + g.sum(0)
+        stats["nu"] = stats["nu"] + g.sum(0)
+        stats["h"] = stats["h"] + g.T @ Yn[t]
+        stats["Q"] = stats["Q"] + np.einsum("tk,ti,tj->kij", g, Yn[t], Yn[t])
+    return stats, b
+
+
+@pytest.mark.parametrize("buffer", [0, 3, 11, "grow"])
+def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffer,
+                                                                 monkeypatch):
+    """Every subchain's local step (transfer matrices for the buffers and the interior, all
+    GrowBuf rounds scored at once) against the textbook per-window forward-backward, with
+    starts at both ends of the chain (buffers cut there) and in between; then the same with
+    the interior run as a forward-backward (the long-subchain path) instead of matrices."""
+    from gpnum.hmm import _subchains
 
     rng = np.random.default_rng(31)
-    Y, _ = _sticky(rng, 3000, K=3, D=2)
+    T, L = 120, 8
+    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
+    Yx = to64(Y)
+    model = GaussianHMM(3, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    starts = np.array([0, 1, 5, 37, 60, 100, 110, T - L - 1, T - L])
+    reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, buffer,
+                                                      grow_step=2, grow_tol=1e-4)
+    for entries in (_subchains._TRANSFER_MAX_ENTRIES, 0):
+        monkeypatch.setattr(_subchains, "_TRANSFER_MAX_ENTRIES", entries)
+        stats, b = model._subchain_statistics(Yx, to64(starts), L, buffer, grow_step=2,
+                                              grow_tol=1e-4)
+        assert b == b_ref
+        if buffer == "grow":
+            assert b > 2  # several rounds, beyond the first transfer loop when entries = 0
+        for key, value in reference.items():
+            np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10,
+                                       err_msg=f"{key}, interior matrices up to {entries}")
 
-    def run():
-        model = GaussianHMM(3, 2, seed=0)
-        model.fit(Y, method="svi", subchain_length=20, num_subchains=24, steps=4, seed=2)
-        return model
 
-    fast = run()
-    textbook = _inference.forward_backward
-
-    def sequential(*args, **kwargs):
-        kwargs["method"] = "sequential"
-        return textbook(*args, **kwargs)
-
-    monkeypatch.setattr(_base, "forward_backward", sequential)
-    monkeypatch.setattr(GaussianHMM, "_log_lik_function", lambda self: self._expected_log_lik)
-    reference = run()
-    for key, value in fast.posterior_.items():
-        np.testing.assert_allclose(_np(value), _np(reference.posterior_[key]), rtol=1e-10,
-                                   atol=1e-10, err_msg=key)
+def test_subchain_statistics_float32_long_buffers_stay_in_range(xp, to_xp, dtype):
+    """Transfer products over long buffers (rescaled only every few steps) on a sticky chain
+    with well-separated states (likelihood ratios of e^-50 per step): float32 and float64
+    agree with the float64 reference to their precision."""
+    rng = np.random.default_rng(32)
+    T, L = 400, 4
+    Y, _ = _sticky(rng, T, stay=0.99, K=2, D=1, sep=10.0)
+    model = GaussianHMM(2, 1, seed=0)
+    model.fit(Y, max_iter=20)
+    Yx = to_xp(Y)
+    model32 = GaussianHMM(2, 1, seed=0)
+    model32.initialize(Yx)
+    model32.posterior_ = {k: to_xp(np.array(_np(v))) for k, v in model.posterior_.items()}
+    model32.prior_ = {k: to_xp(np.array(_np(v))) for k, v in model.prior_.items()}
+    starts = np.array([0, 150, 300, T - L])
+    reference, _ = _reference_subchain_statistics(model, Y, starts, L, 150)
+    stats, b = model32._subchain_statistics(Yx, to_xp(starts, dtype=None), L, 150)
+    assert b == 150
+    rtol = 1e-3 if dtype == xp.float32 else 1e-9
+    for key, value in reference.items():
+        np.testing.assert_allclose(_np(stats[key]), value, rtol=rtol,
+                                   atol=rtol * np.abs(value).max(), err_msg=key)

@@ -29,6 +29,7 @@ from gpnum.backend import default_rng, device_of, get_namespace
 from gpnum.errors import check_int, check_positive
 from gpnum.hmm._inference import forward_backward, viterbi
 from gpnum.hmm._special import digamma, lgamma
+from gpnum.hmm._subchains import subchain_posterior
 
 __all__ = ["HMMBase"]
 
@@ -59,7 +60,8 @@ def _stationary(xp, A):
     M = xp.matrix_transpose(eye - A) + 1.0
     rhs = xp.ones((K, 1), dtype=A.dtype, device=device_of(A))
     p = xp.linalg.solve(M, rhs)[:, 0]
-    p = xp.clip(p, 1e-30, None) if hasattr(xp, "clip") else xp.maximum(p, 1e-30)
+    floor = xp.full((), 1e-30, dtype=p.dtype, device=device_of(p))
+    p = xp.where(p > floor, p, floor)
     return p / xp.sum(p)
 
 
@@ -347,69 +349,41 @@ class HMMBase:
         xp = get_namespace(starts)
         T = Y.shape[0]
         S = starts.shape[0] if num_subchains is None else num_subchains
+        dev = device_of(starts)
         log_pi0, log_A = self._expected_log_params()
         A_mean = xp.exp(log_A)
         A_mean = A_mean / xp.sum(A_mean, axis=-1, keepdims=True)
-        # A subchain that does not start the chain starts from the stationary distribution of
-        # the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
+        # A subchain whose buffer does not reach the chain's start starts from the stationary
+        # distribution of the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
         log_stationary = xp.log(_stationary(xp, A_mean))
-        log_lik_of = self._log_lik_function()
-
         dtype = self.prior_["A"].dtype
         n_starts = float(T - L + 1)
-
-        def window(b):
-            """Buffered windows of length W around each subchain, their data and weights."""
-            W = min(T, L + 2 * b)
-            ws = xp.clip(starts - b, 0, T - W)  # clipped at the ends of the chain
-            steps_w = xp.arange(W, dtype=starts.dtype, device=device_of(starts))
-            position = ws[:, None] + steps_w[None, :]  # (S, W) global times
-            Ysub = xp.take(Y, xp.reshape(position, (-1,)), axis=0)  # gathered on the device
-            ll = xp.reshape(log_lik_of(Ysub), (S, W, self.num_states))
-            log_pi = xp.where((ws == 0)[:, None], log_pi0[None, :], log_stationary[None, :])
-            # Batch factors (module docstring), zero outside each subchain's interior.
-            zeros = xp.zeros((S, W), dtype=dtype, device=device_of(starts))
-            in_sub = (position >= starts[:, None]) & (position < starts[:, None] + L)
-            c_e = xp.clip(position, None, T - L) - xp.clip(position - L + 1, 0, None) + 1
-            w_e = xp.where(in_sub, n_starts / (S * xp.astype(xp.clip(c_e, 1, None), dtype)),
-                           zeros)
-            pair = position[:, 1:]  # the pair (t - 1, t) for t = pair
-            in_pair = (pair >= starts[:, None] + 1) & (pair < starts[:, None] + L)
-            c_a = xp.clip(pair - 1, None, T - L) - xp.clip(pair - L + 1, 0, None) + 1
-            w_a = xp.where(in_pair, n_starts / (S * xp.astype(xp.clip(c_a, 1, None), dtype)),
-                           zeros[:, 1:])
-            fb = forward_backward(log_pi, log_A, ll, transition_weights=w_a, check=False)
-            return W, starts - ws, Ysub, w_e, fb
-
-        def interior(marginals, offsets, W):
-            steps_l = xp.arange(L, dtype=offsets.dtype, device=device_of(offsets))
-            rows = xp.arange(S, dtype=offsets.dtype, device=device_of(offsets))
-            flat = xp.reshape(rows[:, None] * W + offsets[:, None] + steps_l[None, :], (-1,))
-            return xp.take(xp.reshape(marginals, (S * W, self.num_states)), flat, axis=0)
-
-        if buffer == "grow":
-            b = 0
-            W, offsets, Ysub, w_e, fb = window(b)
-            old = interior(fb.marginals, offsets, W)
-            limit = max_buffer if max_buffer is not None else _MAX_BUFFER_FACTOR * L
-            while W < T and b < limit:
-                b = min(b + grow_step, limit)
-                W, offsets, Ysub, w_e, fb = window(b)
-                new = interior(fb.marginals, offsets, W)
-                change = xp.max(xp.abs(new - old))
-                old = new
-                if bool(change < grow_tol):  # one synchronisation per growth round
-                    break
-        else:
-            b = buffer
-            W, offsets, Ysub, w_e, fb = window(b)
-
+        # Batch factors (module docstring) of the interiors (S, L).
+        steps_l = xp.arange(L, dtype=starts.dtype, device=dev)
+        position = starts[:, None] + steps_l[None, :]
+        # c_e = min(t, T - L) - max(0, t - L + 1) + 1 (>= 1 for 0 <= t < T), written with
+        # where: it is cheaper than clip in array_api_compat's NumPy namespace.
+        zero = xp.zeros((), dtype=position.dtype, device=dev)
+        last = xp.full((), T - L, dtype=position.dtype, device=dev)
+        c_e = (xp.where(position < last, position, last)
+               - xp.where(position > L - 1, position - (L - 1), zero) + 1)
+        w_e = n_starts / (S * xp.astype(c_e, dtype))
+        pair = position[:, 1:] - 1  # the pair (t - 1, t) for t - 1 = pair
+        c_a = (xp.where(pair < last, pair, last)
+               - xp.where(pair > L - 2, pair - (L - 2), zero) + 1)
+        w_a = n_starts / (S * xp.astype(c_a, dtype))
+        post = subchain_posterior(
+            log_pi0, log_stationary, log_A, self._log_lik_function(), Y, starts, L,
+            buffer, transition_weights=w_a, grow_tol=grow_tol,
+            grow_step=max(1, L // 4) if grow_step is None else grow_step,
+            max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))
         first = xp.astype(starts == 0, dtype) * (n_starts / S)  # only the chain's first state
-        init_stats = xp.sum(first[:, None] * fb.marginals[:, 0, :], axis=0)
-        gamma = xp.reshape(fb.marginals * w_e[..., None], (S * W, self.num_states))
-        stats = {"pi": init_stats, "A": xp.sum(fb.pairwise, axis=0)}
-        stats.update(self._emission_statistics(gamma, Ysub))
-        return stats, b
+        gamma = post.marginals  # (S, L, K)
+        stats = {"pi": xp.sum(first[:, None] * gamma[:, 0, :], axis=0), "A": post.pairwise}
+        Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
+        stats.update(self._emission_statistics(
+            xp.reshape(gamma * w_e[..., None], (L * S, self.num_states)), Yint))
+        return stats, post.buffer
 
     def _svi_settings(self, T, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,
                       max_buffer, eval_every):

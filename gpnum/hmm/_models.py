@@ -208,16 +208,17 @@ class GaussianHMM(HMMBase):
         """
         return self._apply_quadratic(Y, self._prepare_quadratic(m, S, weight, constant))
 
-    def _prepare_quadratic(self, m, S, weight, constant):
+    def _prepare_quadratic(self, m, S, weight, constant, factor=None):
         """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
-        weight, constant)`` (Cholesky factors and inverses of the K scale matrices)."""
+        weight, constant)`` (Cholesky factors and inverses of the K scale matrices;
+        ``factor``: the Cholesky factors of ``S`` when already computed)."""
         xp = get_namespace(m)
         K, D = self.num_states, self.dim
         dev = device_of(m)
         centre = xp.mean(m, axis=0)
         mc = m - centre
         if self.covariance == "full":
-            L = xp.linalg.cholesky(S)  # (K, D, D)
+            L = xp.linalg.cholesky(S) if factor is None else factor  # (K, D, D)
             Linv = xp.linalg.inv(L)
             # W[e, k D + d] = Linv_k[d, e]
             W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))
@@ -244,25 +245,29 @@ class GaussianHMM(HMMBase):
         out += constant
         return out
 
-    def _logdet(self, S):
-        """``log|S_k|`` (K,) of the scale matrices (or diagonals) ``S``."""
+    def _logdet(self, S, factor=None):
+        """``log|S_k|`` (K,) of the scale matrices (or diagonals) ``S`` (``factor``: their
+        Cholesky factors, when already computed)."""
         xp = get_namespace(S)
         if self.covariance == "full":
-            return 2.0 * xp.sum(xp.log(xp.linalg.diagonal(xp.linalg.cholesky(S))), axis=-1)
+            L = xp.linalg.cholesky(S) if factor is None else factor
+            return 2.0 * xp.sum(xp.log(xp.linalg.diagonal(L)), axis=-1)
         return xp.sum(xp.log(S), axis=-1)
 
     def _expected_log_lik(self, Y, features=None):
-        m, S, weight, constant = self._expected_quadratic()
+        m, S, weight, constant, _ = self._expected_quadratic()
         xp = get_namespace(Y)
         if features is not None and Y.dtype == xp.float64:
             return self._quadratic_from_features(features, m, S, weight, constant)
         return self._quadratic(Y, m, S, weight, constant)
 
     def _expected_quadratic(self):
-        """``(m, S, weight, constant)`` of the expected log likelihood as a :meth:`_quadratic`."""
+        """``(m, S, weight, constant)`` of the expected log likelihood as a :meth:`_quadratic`,
+        and the Cholesky factors of ``S`` (None for diagonal covariances)."""
         D = self.dim
         kappa, m, S, nu = self._standard()
-        logdet_S = self._logdet(S)
+        factor = get_namespace(S).linalg.cholesky(S) if self.covariance == "full" else None
+        logdet_S = self._logdet(S, factor)
         if self.covariance == "full":
             # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi|
             e_logdet = multidigamma(0.5 * nu, D) + D * math.log(2.0) - logdet_S
@@ -271,12 +276,13 @@ class GaussianHMM(HMMBase):
             # E lambda = a/b = nu / S.
             e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
         constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
-        return m, S, -0.5 * nu, constant
+        return m, S, -0.5 * nu, constant, factor
 
     def _log_lik_function(self):
         """:meth:`_expected_log_lik` with its parameter work done once (for many windows
         under the same posterior, as SVI's growing buffers)."""
-        prepared = self._prepare_quadratic(*self._expected_quadratic())
+        m, S, weight, constant, factor = self._expected_quadratic()
+        prepared = self._prepare_quadratic(m, S, weight, constant, factor)
         return lambda Y: self._apply_quadratic(Y, prepared)
 
     def _quadratic_from_features(self, features, m, S, weight, constant):

@@ -1,0 +1,344 @@
+"""Local step of SVI for HMMs: subchain marginals under buffers of any length, from transfer
+matrices (Foti, Xu, Laird & Fox 2014, Algorithms 1-2; seed 003).
+
+A subchain ``s .. e`` (``e = s + L - 1``) with a buffer of ``b`` steps on each side is the
+chain cut to ``s - b_l .. e + b_r``, ``b_l = min(b, s)``, ``b_r = min(b, T - 1 - e)`` (a buffer
+stops at the chain's ends), started from ``q(pi)`` when it reaches the chain's start and from the
+stationary distribution of the expected transition matrix otherwise. Its interior marginals
+depend on the buffers only through two vectors: the forward message entering ``s`` and the
+backward message leaving ``e``. Both are products of per-step matrices ``diag(l_t) A`` that grow
+outwards from the subchain, so one loop over ``n`` steps yields them for every buffer length up
+to ``n`` at once, and with the interior's own prefix products (the same loop) the marginals of
+any buffer length are a few array operations. GrowBuf's rounds (``b = 0, g, 2g, ...`` until the
+interior marginals move by less than its tolerance) then cost one loop of ``max(L - 1, b)``
+steps per SVI step instead of a forward-backward over ``L + 2 b`` steps per round, and all the
+rounds are scored in one batch with one synchronisation.
+
+Every loop step is one GEMM ``(4 S K, K) @ (K, K)`` per side on ``S`` matrices ``K x K``
+(normalised to sum one: only the marginals are needed, not the normaliser).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import device_of, get_namespace
+from gpnum.hmm._inference import _finite_or_zero, _row_max, _safe_log, forward_backward
+
+__all__ = ["SubchainPosterior", "subchain_posterior"]
+
+#: Interior transfer matrices are kept for subchains with ``L S K^2`` at most this many
+#: entries (16 MiB in float64); longer subchains run a forward-backward on the interior per
+#: buffer length instead (same result).
+_TRANSFER_MAX_ENTRIES = 2 ** 21
+
+
+class SubchainPosterior:
+    """Interior posterior of ``S`` subchains, time-major.
+
+    Attributes
+    ----------
+    marginals : array (S, L, K)
+        ``q(x_t)`` for ``t = s + 0 .. s + L - 1`` of each subchain.
+    pairwise : array (K, K)
+        ``sum_{t, subchains} w_t q(x_{t-1}, x_t)`` over the interior pairs, ``w`` the given
+        transition weights.
+    buffer : int
+        The buffer length used.
+    """
+
+    def __init__(self, marginals, pairwise, buffer):
+        self.marginals = marginals
+        self.pairwise = pairwise
+        self.buffer = buffer
+
+
+def _transfer_products(xp, M, steps, every=1):
+    """``V_0 = I``, ``V_{k+1} = V_k diag(steps_k) M_p`` for every stacked sequence.
+
+    Parameters
+    ----------
+    M : array (P, K, K)
+        One step matrix per sequence.
+    steps : array (n, P, S, K)
+        Step-major row scales (likelihoods, maximum 1 per step).
+    every : int
+        Rescale the products to sum one every this many steps (a product's scale is
+        irrelevant to its users; the caller picks ``every`` so that nothing can under- or
+        overflow in between).
+
+    Returns
+    -------
+    array (n + 1, P, S, K, K)
+        Every ``V_k``, each up to a positive factor.
+    """
+    n, P, S, K = steps.shape
+    dev, dtype = device_of(steps), steps.dtype
+    # The column scales tiled to the products' (K, K) shape by one GEMM with a 0/1 matrix:
+    # the per-step product is then elementwise on equal shapes (NumPy's broadcasting over a
+    # last axis of K is several times slower).
+    cols = xp.arange(K * K, device=dev) % K
+    tile = xp.astype(xp.arange(K, device=dev)[:, None] == cols[None, :], dtype)
+    scales = xp.reshape(xp.matmul(xp.reshape(steps, (n * P * S, K)), tile), (n, P, S, K, K))
+    ones = xp.ones((K * K, 1), dtype=dtype, device=dev)
+    products = xp.empty((n + 1, P, S, K, K), dtype=dtype, device=dev)
+    V = xp.broadcast_to(xp.eye(K, dtype=dtype, device=dev) / K, (P, S, K, K))
+    products[0, ...] = V
+    for k in range(n):
+        # (P, S K, K) @ (P, K, K): P GEMMs in one call, the S subchains stacked in rows.
+        V = xp.reshape(xp.matmul(xp.reshape(V * scales[k, ...], (P, S * K, K)), M),
+                       (P, S, K, K))
+        if (k + 1) % every == 0:
+            total = xp.matmul(xp.reshape(V, (P * S, K * K)), ones)  # sums as a GEMV
+            total = xp.where(total > 0.0, total, xp.ones_like(total))
+            V = xp.reshape(xp.reshape(V, (P * S, K * K)) / total, (P, S, K, K))
+        products[k + 1, ...] = V
+    return products
+
+
+def _rescale_interval(xp, A):
+    """Steps between rescalings of transfer products with step matrices ``diag(l) A`` (max
+    ``l`` = 1, entries of ``A`` at most 1): a step multiplies a product's sum by at most
+    ``K`` and, once the product has taken a step, by at least ``a / K`` with ``a = min A /
+    max A`` (the likeliest state receives at least that share of every row). ``m`` steps stay
+    in range while ``(a / K)^m`` and ``K^m`` do. One synchronisation."""
+    K = max(A.shape[-1], 2)
+    finfo = xp.finfo(A.dtype)
+    a = float(xp.min(A) / xp.max(A))
+    if not a > 0.0:
+        return 1
+    # Keep the factors above sqrt(smallest normal) and below sqrt(max).
+    m = min(math.log(finfo.smallest_normal) / (2.0 * math.log(a / K)),
+            math.log(finfo.max) / (2.0 * math.log(K)))
+    return max(1, min(16, int(m)))
+
+
+def _apply(V, x):
+    """``V x`` for stacked matrices V (..., K, K) and vectors x (..., K)."""
+    xp = get_namespace(V)
+    return xp.matmul(V, x[..., None])[..., 0]
+
+
+def _rowvec_times(v, V):
+    """``v^T V`` for stacked vectors v (..., K) and matrices V (..., K, K)."""
+    xp = get_namespace(V)
+    return xp.matmul(v[..., None, :], V)[..., 0, :]
+
+
+def _normalised(xp, u):
+    total = xp.sum(u, axis=-1, keepdims=True)
+    return u / xp.where(total > 0.0, total, xp.ones_like(total))
+
+
+def subchain_posterior(log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L, buffer, *,
+                       transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
+    """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
+
+    Parameters
+    ----------
+    log_pi0, log_stationary : array (K,)
+        Log start weights of a buffer that reaches the chain's start, and of one that does not.
+    log_A : array (K, K)
+        Expected log transition matrix.
+    log_lik_of : callable
+        ``Y[rows] (N, ...) -> (N, K)`` expected log likelihoods.
+    Y : array (T, ...)
+        The chain.
+    starts : array (S,)
+        Subchain starts (integers, ``0 <= s <= T - L``).
+    L : int
+        Subchain length.
+    buffer : int or "grow"
+        A fixed buffer length, or GrowBuf: ``b = 0, g, 2 g, ...`` (``g = grow_step``, at most
+        ``max_buffer``) until the interior marginals change by less than ``grow_tol``
+        (maximum absolute change) from one round to the next, or every buffer reaches both
+        ends of the chain.
+    transition_weights : array (S, L - 1)
+        Weight of each interior pair ``(t - 1, t)``, ``t = s + 1 .. e``, in ``pairwise``.
+
+    Returns
+    -------
+    SubchainPosterior
+    """
+    xp = get_namespace(starts)
+    T = Y.shape[0]
+    S = starts.shape[0]
+    K = log_A.shape[-1]
+    # The largest buffer any subchain can use (beyond it every buffer is cut at both ends).
+    cover = int(xp.max(xp.stack([xp.max(starts), (T - L) - xp.min(starts)])))
+    if buffer == "grow":
+        limit = cover if max_buffer is None else min(cover, max_buffer)
+        rounds = list(range(0, limit, grow_step)) + [limit]
+    else:
+        rounds = [min(int(buffer), cover)]
+    interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
+    ctx = _Context(xp, log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
+                   transition_weights, grow_tol, interior_matrices)
+    scored, previous = 0, None
+    n = rounds[min(1, len(rounds) - 1)]
+    while True:
+        if interior_matrices:
+            n = max(n, L - 1)
+        usable = [b for b in rounds[scored:] if b <= n]
+        final = scored + len(usable) == len(rounds)
+        post, previous = ctx.score(n, usable, previous, final)
+        if post is not None:
+            return post
+        scored += len(usable)
+        n = max(2 * n, rounds[scored])
+
+
+class _Context:
+    """What every scoring pass of one SVI step's subchains shares."""
+
+    def __init__(self, xp, log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
+                 transition_weights, grow_tol, interior_matrices):
+        self.xp, self.log_A, self.log_lik_of, self.Y, self.starts, self.L = (
+            xp, log_A, log_lik_of, Y, starts, L)
+        self.weights, self.grow_tol = transition_weights, grow_tol
+        self.interior_matrices = interior_matrices
+        # One global shift of log_A keeps its rows' relative weights.
+        self.A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
+        self.pi0 = _normalised(xp, xp.exp(log_pi0 - _finite_or_zero(xp, xp.max(log_pi0))))
+        self.stationary = _normalised(xp, xp.exp(log_stationary - xp.max(log_stationary)))
+        self.every = _rescale_interval(xp, self.A)
+
+    def score(self, n, rounds, previous, final):
+        """Score the buffer lengths ``rounds`` (each <= n) from one transfer loop of ``n``
+        steps, after the marginals ``previous`` of the round before them (None for the
+        first). Returns ``(posterior, None)`` when a round is accepted (its change below the
+        tolerance, or the last round of all when ``final``), else ``(None, marginals of the
+        last round)``."""
+        xp, L, A, starts = self.xp, self.L, self.A, self.starts
+        T = self.Y.shape[0]
+        S = starts.shape[0]
+        K = A.shape[-1]
+        dev = device_of(starts)
+        W = L + 2 * n
+        # The window s - n .. e + n of every subchain, clipped at the chain's ends (clipped
+        # rows are never used: a buffer stops at the ends).
+        offsets = xp.arange(W, dtype=starts.dtype, device=dev) - n
+        position = starts[:, None] + offsets[None, :]  # (S, W)
+        zero = xp.zeros((), dtype=position.dtype, device=dev)
+        end = xp.full((), T - 1, dtype=position.dtype, device=dev)
+        position = xp.where(position < zero, zero, xp.where(position > end, end, position))
+        ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
+                        (S, W, K))
+        shift = _finite_or_zero(xp, _row_max(xp, ll))
+        lik = xp.exp(ll - shift[..., None])  # (S, W, K), maximum 1 per step
+        ones = xp.ones((S, 1, K), dtype=lik.dtype, device=dev)
+        # Outward sequences: the left buffer (A^T, from s - 1 down) and the right buffer (A,
+        # from e + 1 up), whose first step has no likelihood (it enters the boundary vector
+        # below); with interior matrices also the interior forward (A, from s up) and
+        # backward (A^T, from e down).
+        AT = xp.matrix_transpose(A)
+        seqs = [xp.concat([ones, xp.flip(lik[:, 1:n, :], axis=1)], axis=1)[:, :n, :],
+                xp.concat([ones, lik[:, n + L:2 * n + L - 1, :]], axis=1)[:, :n, :]]
+        mats = [AT, A]
+        if self.interior_matrices:
+            seqs += [lik[:, n:2 * n, :], xp.flip(lik[:, L:n + L, :], axis=1)]
+            mats += [A, AT]
+        P = len(seqs)
+        steps = xp.permute_dims(xp.stack(seqs), (2, 0, 1, 3))  # (n, P, S, K), step-major
+        out = _transfer_products(xp, xp.stack(mats), steps, self.every)  # (n + 1, P, S, K, K)
+
+        # The boundary vectors of every round at once (R rounds).
+        R = len(rounds)
+        bs = xp.asarray(rounds, dtype=starts.dtype, device=dev)[:, None]
+        rows = xp.arange(S, dtype=starts.dtype, device=dev)[None, :]
+        bl = xp.minimum(bs, starts[None, :])  # (R, S): each buffer stops at the chain's ends
+        br = xp.minimum(bs, (T - L) - starts[None, :])
+        flat_out = xp.reshape(out, ((n + 1) * P * S, K, K))
+        flat_lik = xp.reshape(lik, (S * W, K))
+
+        def boundary(side, b, at):
+            """``V_b`` and the likelihood at window index ``at`` (ones where ``b = 0``)."""
+            V = xp.take(flat_out, xp.reshape((b * P + side) * S + rows, (-1,)), axis=0)
+            x = xp.take(flat_lik, xp.reshape(rows * W + at, (-1,)), axis=0)
+            return V, xp.where(xp.reshape(b == 0, (-1, 1)), xp.ones_like(x), x)
+
+        V, x = boundary(0, bl, n - bl)
+        start = xp.where(xp.reshape(bl == starts[None, :], (-1, 1)), self.pi0[None, :],
+                         self.stationary[None, :])
+        v = xp.reshape(_normalised(xp, _apply(V, x * start)), (R, S, K))  # pred_s
+        V, x = boundary(1, br, n + L - 1 + br)
+        beta_e = xp.reshape(_normalised(xp, _apply(V, x)), (R, S, K))  # beta_e
+
+        if self.interior_matrices:
+            # Layout (S, R, K, L): the sums over states then run over contiguous rows of L
+            # (NumPy's reductions and broadcasts over a last axis of K are several times
+            # slower).
+            lik_int = xp.permute_dims(lik[:, n:n + L, :], (0, 2, 1))  # (S, K, L)
+
+            def along(x, side):
+                """``x^T V_k`` for k < L, one GEMM per subchain: (S, R, K, L)."""
+                V = xp.reshape(xp.permute_dims(out[:L, side, ...], (1, 2, 3, 0)), (S, K, K * L))
+                return xp.reshape(xp.matmul(xp.permute_dims(x, (1, 0, 2)), V), (S, R, K, L))
+
+            pred = along(v, 2)
+            beta = xp.flip(along(beta_e, 3), axis=-1)
+            gamma = pred * lik_int[:, None, ...] * beta
+            z = xp.sum(gamma, axis=-2)  # (S, R, L)
+            gamma = gamma / xp.where(z > 0.0, z, xp.ones_like(z))[:, :, None, :]
+            changes = []
+            if previous is not None:
+                changes.append(xp.max(xp.abs(gamma[:, 0, ...] - previous)))
+            if R > 1:
+                steps_r = xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]), axis=(0, 2, 3))
+                changes += [steps_r[r] for r in range(R - 1)]
+            ok = xp.astype(xp.all(z > 0.0) & xp.all(xp.isfinite(z)), gamma.dtype)
+            flags = [float(f) for f in xp.stack(changes + [ok])]  # one synchronisation
+            if flags[-1] > 0.0:
+                if previous is None:
+                    flags = [math.inf] + flags
+                r = self._accepted(flags[:-1], final)
+                if r is None:
+                    return None, gamma[:, R - 1, ...]
+                marginals = xp.permute_dims(gamma[:, r, ...], (0, 2, 1))  # (S, L, K)
+                return SubchainPosterior(marginals, self._pairwise(pred[:, r, ...], lik_int,
+                                                                   beta[:, r, ...]),
+                                         rounds[r]), None
+        # Long subchains (and any degenerate product above): an exact forward-backward of
+        # each round's interior, the buffers folded into its first and last step.
+        ll_int = ll[:, n:n + L, :]
+        for r in range(R):
+            post = self._interior_forward_backward(v[r, ...], ll_int, beta_e[r, ...], rounds[r])
+            change = (None if previous is None else float(xp.max(xp.abs(
+                xp.permute_dims(post.marginals, (0, 2, 1)) - previous))))
+            if (change is not None and change < self.grow_tol) or (final and r == R - 1):
+                return post, None
+            previous = xp.permute_dims(post.marginals, (0, 2, 1))
+        return None, previous
+
+    def _accepted(self, changes, final):
+        """Index of the first accepted round: its change below the tolerance, else the last
+        when ``final``, else None."""
+        for r, change in enumerate(changes):
+            if change < self.grow_tol:
+                return r
+        return len(changes) - 1 if final else None
+
+    def _pairwise(self, pred, lik, beta):
+        """``sum w_t xi_t`` over the interior pairs: ``xi_t(i, j) = a_{t-1}(i) A_ij b_t(j) /
+        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (S, K, L)."""
+        xp, A = self.xp, self.A
+        S, K, L = pred.shape
+        N = S * (L - 1)
+
+        def states_first(x):  # (S, K, L - 1) -> (K, S (L - 1)): the sums below are GEMMs
+            return xp.reshape(xp.permute_dims(x, (1, 0, 2)), (K, N))
+
+        a_prev = states_first(pred[..., :L - 1] * lik[..., :L - 1])
+        b_next = states_first(lik[..., 1:] * beta[..., 1:])
+        norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
+        coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, xp.ones_like(norm))
+        return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
+
+    def _interior_forward_backward(self, v, ll_int, beta_e, b):
+        """Forward-backward of the interiors (S, L, K) from ``pred_s = v`` to ``beta_e``."""
+        xp, L = self.xp, self.L
+        last = ll_int[:, L - 1:, :] + _safe_log(xp, beta_e)[:, None, :]
+        ll = xp.concat([ll_int[:, :L - 1, :], last], axis=1) if L > 1 else last
+        fb = forward_backward(_safe_log(xp, v), self.log_A, ll,
+                              transition_weights=self.weights, check=False)
+        return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b)
