@@ -54,14 +54,19 @@ class SubchainPosterior:
 
 
 def _transfer_products(xp, M, steps, every=1):
-    """``V_0 = I``, ``V_{k+1} = V_k diag(steps_k) M_p`` for every stacked sequence.
+    """Transposed transfer products ``Z_k = V_k^T``: ``V_0 = I``, ``V_{k+1} = V_k diag(d_k)
+    M_p``, that is ``Z_{k+1} = M_p^T diag(d_k) Z_k``, for every stacked sequence.
+
+    The products of the ``S`` subchains are stored side by side, subchain index last, so that
+    a step is a row scaling over contiguous rows of ``S`` and one GEMM ``(K, K) @ (K, K S)``
+    per sequence (NumPy broadcasts over a short last axis several times slower).
 
     Parameters
     ----------
     M : array (P, K, K)
         One step matrix per sequence.
-    steps : array (n, P, S, K)
-        Step-major row scales (likelihoods, maximum 1 per step).
+    steps : array (P, K, n, S)
+        The row scales ``d_k`` (likelihoods, maximum 1 per step) of each sequence.
     every : int
         Rescale the products to sum one every this many steps (a product's scale is
         irrelevant to its users; the caller picks ``every`` so that nothing can under- or
@@ -69,30 +74,22 @@ def _transfer_products(xp, M, steps, every=1):
 
     Returns
     -------
-    array (n + 1, P, S, K, K)
-        Every ``V_k``, each up to a positive factor.
+    array (n + 1, P, K, K, S)
+        ``Z_k[p, j, i, s] = V_k[p, s][i, j]``, each up to a positive factor.
     """
-    n, P, S, K = steps.shape
+    P, K, n, S = steps.shape
     dev, dtype = device_of(steps), steps.dtype
-    # The column scales tiled to the products' (K, K) shape by one GEMM with a 0/1 matrix:
-    # the per-step product is then elementwise on equal shapes (NumPy's broadcasting over a
-    # last axis of K is several times slower).
-    cols = xp.arange(K * K, device=dev) % K
-    tile = xp.astype(xp.arange(K, device=dev)[:, None] == cols[None, :], dtype)
-    scales = xp.reshape(xp.matmul(xp.reshape(steps, (n * P * S, K)), tile), (n, P, S, K, K))
-    ones = xp.ones((K * K, 1), dtype=dtype, device=dev)
-    products = xp.empty((n + 1, P, S, K, K), dtype=dtype, device=dev)
-    V = xp.broadcast_to(xp.eye(K, dtype=dtype, device=dev) / K, (P, S, K, K))
-    products[0, ...] = V
+    MT = xp.matrix_transpose(M)
+    products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
+    Z = xp.broadcast_to((xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None], (P, K, K, S))
+    products[0, ...] = Z
     for k in range(n):
-        # (P, S K, K) @ (P, K, K): P GEMMs in one call, the S subchains stacked in rows.
-        V = xp.reshape(xp.matmul(xp.reshape(V * scales[k, ...], (P, S * K, K)), M),
-                       (P, S, K, K))
+        Z = xp.reshape(xp.matmul(MT, xp.reshape(Z * steps[:, :, k:k + 1, :], (P, K, K * S))),
+                       (P, K, K, S))
         if (k + 1) % every == 0:
-            total = xp.matmul(xp.reshape(V, (P * S, K * K)), ones)  # sums as a GEMV
-            total = xp.where(total > 0.0, total, xp.ones_like(total))
-            V = xp.reshape(xp.reshape(V, (P * S, K * K)) / total, (P, S, K, K))
-        products[k + 1, ...] = V
+            total = xp.sum(Z, axis=(1, 2))  # (P, S)
+            Z = Z / xp.where(total > 0.0, total, xp.ones_like(total))[:, None, None, :]
+        products[k + 1, ...] = Z
     return products
 
 
@@ -226,43 +223,44 @@ class _Context:
                         (S, W, K))
         shift = _finite_or_zero(xp, _row_max(xp, ll))
         lik = xp.exp(ll - shift[..., None])  # (S, W, K), maximum 1 per step
-        ones = xp.ones((S, 1, K), dtype=lik.dtype, device=dev)
+        lik_t = xp.permute_dims(lik, (2, 1, 0))  # (K, W, S)
+        ones = xp.ones((K, 1, S), dtype=lik.dtype, device=dev)
         # Outward sequences: the left buffer (A^T, from s - 1 down) and the right buffer (A,
         # from e + 1 up), whose first step has no likelihood (it enters the boundary vector
         # below); with interior matrices also the interior forward (A, from s up) and
         # backward (A^T, from e down).
         AT = xp.matrix_transpose(A)
-        seqs = [xp.concat([ones, xp.flip(lik[:, 1:n, :], axis=1)], axis=1)[:, :n, :],
-                xp.concat([ones, lik[:, n + L:2 * n + L - 1, :]], axis=1)[:, :n, :]]
+        seqs = [xp.concat([ones, xp.flip(lik_t[:, 1:n, :], axis=1)], axis=1)[:, :n, :],
+                xp.concat([ones, lik_t[:, n + L:2 * n + L - 1, :]], axis=1)[:, :n, :]]
         mats = [AT, A]
         if self.interior_matrices:
-            seqs += [lik[:, n:2 * n, :], xp.flip(lik[:, L:n + L, :], axis=1)]
+            seqs += [lik_t[:, n:2 * n, :], xp.flip(lik_t[:, L:n + L, :], axis=1)]
             mats += [A, AT]
-        P = len(seqs)
-        steps = xp.permute_dims(xp.stack(seqs), (2, 0, 1, 3))  # (n, P, S, K), step-major
-        out = _transfer_products(xp, xp.stack(mats), steps, self.every)  # (n + 1, P, S, K, K)
+        out = _transfer_products(xp, xp.stack(mats), xp.stack(seqs), self.every)
+        # out: (n + 1, P, K, K, S)
 
-        # The boundary vectors of every round at once (R rounds).
+        # The boundary vectors for every buffer length b <= n: V_b x_b with x_b the
+        # likelihood of the buffer's last step (none for b = 0), then one gather per round
+        # (R) and subchain.
+        bs = xp.arange(n + 1, dtype=starts.dtype, device=dev)
+        x = xp.concat([ones, xp.flip(lik_t[:, :n, :], axis=1)], axis=1)  # (K, n + 1, S)
+        # A buffer of b = s steps starts at the chain's start: from q(pi) there.
+        at_start = (bs[:, None] == starts[None, :])[None, ...]
+        x = x * xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
+        left = xp.sum(out[:, 0, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
+        x = xp.concat([ones, lik_t[:, n + L:2 * n + L, :]], axis=1)
+        right = xp.sum(out[:, 1, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
         R = len(rounds)
-        bs = xp.asarray(rounds, dtype=starts.dtype, device=dev)[:, None]
-        rows = xp.arange(S, dtype=starts.dtype, device=dev)[None, :]
-        bl = xp.minimum(bs, starts[None, :])  # (R, S): each buffer stops at the chain's ends
-        br = xp.minimum(bs, (T - L) - starts[None, :])
-        flat_out = xp.reshape(out, ((n + 1) * P * S, K, K))
-        flat_lik = xp.reshape(lik, (S * W, K))
-
-        def boundary(side, b, at):
-            """``V_b`` and the likelihood at window index ``at`` (ones where ``b = 0``)."""
-            V = xp.take(flat_out, xp.reshape((b * P + side) * S + rows, (-1,)), axis=0)
-            x = xp.take(flat_lik, xp.reshape(rows * W + at, (-1,)), axis=0)
-            return V, xp.where(xp.reshape(b == 0, (-1, 1)), xp.ones_like(x), x)
-
-        V, x = boundary(0, bl, n - bl)
-        start = xp.where(xp.reshape(bl == starts[None, :], (-1, 1)), self.pi0[None, :],
-                         self.stationary[None, :])
-        v = xp.reshape(_normalised(xp, _apply(V, x * start)), (R, S, K))  # pred_s
-        V, x = boundary(1, br, n + L - 1 + br)
-        beta_e = xp.reshape(_normalised(xp, _apply(V, x)), (R, S, K))  # beta_e
+        rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[:, None, None]
+        i_s = (xp.arange(K, dtype=starts.dtype, device=dev)[None, None, :] * S
+               + xp.arange(S, dtype=starts.dtype, device=dev)[None, :, None])  # (1, S, K)
+        bl = xp.minimum(rb, starts[None, :, None])  # each buffer stops at the chain's ends
+        br = xp.minimum(rb, (T - L) - starts[None, :, None])
+        v = xp.take(xp.reshape(left, (-1,)), xp.reshape(bl * (K * S) + i_s, (-1,)), axis=0)
+        v = _normalised(xp, xp.reshape(v, (R, S, K)))  # pred_s
+        beta_e = xp.take(xp.reshape(right, (-1,)), xp.reshape(br * (K * S) + i_s, (-1,)),
+                         axis=0)
+        beta_e = _normalised(xp, xp.reshape(beta_e, (R, S, K)))  # beta_e
 
         if self.interior_matrices:
             # Layout (S, R, K, L): the sums over states then run over contiguous rows of L
@@ -272,7 +270,7 @@ class _Context:
 
             def along(x, side):
                 """``x^T V_k`` for k < L, one GEMM per subchain: (S, R, K, L)."""
-                V = xp.reshape(xp.permute_dims(out[:L, side, ...], (1, 2, 3, 0)), (S, K, K * L))
+                V = xp.reshape(xp.permute_dims(out[:L, side, ...], (3, 2, 1, 0)), (S, K, K * L))
                 return xp.reshape(xp.matmul(xp.permute_dims(x, (1, 0, 2)), V), (S, R, K, L))
 
             pred = along(v, 2)
