@@ -34,7 +34,7 @@ def eig_power(K, B, p):
 
 
 def test_quadrature_rule_accuracy():
-    for kappa in (1e2, 1e4, 1e6):
+    for kappa in (1e2, 1e4, 1e6, 1e10):
         lam = np.logspace(0, np.log10(kappa), 200)
         s, w = ciq_quadrature(1.0, kappa, 15)
         approx = (w / (lam[:, None] + s)).sum(1)
@@ -42,6 +42,24 @@ def test_quadrature_rule_accuracy():
         assert np.max(np.abs(approx * np.sqrt(lam) - 1)) < 10 * bound + 1e-14
     s, w = ciq_quadrature(2.0, 2.0, 5)  # a multiple of the identity
     assert abs((w / (2.0 + s)).sum() - 2.0**-0.5) < 1e-7
+
+
+def test_elliptic_functions_against_scipy():
+    """The AGM's K(m) and sn, cn, dn(u | m) (m = 1 - k2) against scipy.special at the
+    quadrature's nodes, for k2 where SciPy's parameter 1 - k2 is still exact enough."""
+    from scipy.special import ellipj, ellipk
+
+    from gpnum.ciq import _elliptic_agm
+
+    for k2 in (1e-4, 1e-2, 0.3, 0.9, 1.0):
+        K_ref = ellipk(1.0 - k2)
+        u = (np.arange(1, 16) - 0.5) / 15 * K_ref
+        K, sn, cn, dn = _elliptic_agm(k2, u)
+        sn_ref, cn_ref, dn_ref, _ = ellipj(u, 1.0 - k2)
+        np.testing.assert_allclose(K, K_ref, rtol=1e-12)
+        np.testing.assert_allclose(sn, sn_ref, rtol=1e-13)
+        np.testing.assert_allclose(cn, cn_ref, rtol=1e-10)
+        np.testing.assert_allclose(dn, dn_ref, rtol=1e-11)
 
 
 @pytest.mark.parametrize("kind", ["matern52", "rbf"])

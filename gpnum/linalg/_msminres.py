@@ -29,8 +29,8 @@ from gpnum.linalg._validation import (check_maxiter, check_tolerances, default_c
 
 __all__ = ["msminres", "MultiShiftResult", "Workspace"]
 
-# Initial basis capacity (vectors) on accelerators.
-_DEVICE_CAPACITY = 32
+# Initial basis capacity (vectors); it doubles when full.
+_INITIAL_CAPACITY = 8
 # Rows per block of the transposed copy into the basis on the host: a blocked transpose stays
 # in cache (measured twice as fast as one strided copy at n = 2000, k = 256).
 _STORE_ROWS = 256
@@ -273,11 +273,12 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     epsln = zeros_sk
     phibar = zeros_sk + b_norm[None, :]
 
-    # The basis starts at _DEVICE_CAPACITY iterations. On the host it then jumps to full
-    # capacity once: a full-capacity (k, chunk, n) buffer from the start is touched at every
-    # one of its k rows by the first iteration, and with transparent huge pages the kernel
-    # zero-fills whole 2 MiB pages there -- at m = 1000, k = 256 a first call that needed one
-    # iteration spent 0.4 s zeroing 400 MB. On an accelerator it doubles.
+    # The basis starts at _INITIAL_CAPACITY iterations and doubles: a (k, capacity, n) buffer
+    # is touched in every one of its k slabs by the first iteration, and with transparent
+    # huge pages the kernel zero-fills whole 2 MiB pages there -- at m = 1000, k = 256 a
+    # full-capacity buffer cost a first call that needed one iteration 0.4 s zeroing 400 MB,
+    # and a 32-iteration one still 65 MB (measured 50-80 ms of a 0.2-0.3 s call). The copies
+    # of the doublings add up to less than the final basis.
     host = on_host(xp, device)
     fresh = op.fresh_products
     if workspace is not None:
@@ -286,7 +287,7 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
                             f"{type(workspace).__name__}")
         basis = workspace.take(xp, (k, chunk, n), dtype, device)
     else:
-        capacity = min(chunk, _DEVICE_CAPACITY)
+        capacity = min(chunk, _INITIAL_CAPACITY)
         basis = xp.empty((k, capacity, n), dtype=dtype, device=device)
     gammas, deltas, epss, phis = [], [], [], []
     x = w_old = w_older = None       # folded solution and carried directions, (s, n, k)
@@ -312,8 +313,7 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
 
         c = len(gammas)
         if c == basis.shape[1]:
-            grown = xp.empty((k, chunk if host else min(chunk, 2 * c), n), dtype=dtype,
-                             device=device)
+            grown = xp.empty((k, min(chunk, 2 * c), n), dtype=dtype, device=device)
             grown[:, :c, :] = basis[:, :c, :]
             basis = grown
         # Stored transposed, (k, c, n), so that the final batched product runs on unit
