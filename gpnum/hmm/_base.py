@@ -269,7 +269,9 @@ class HMMBase:
             ``"grow"``: GrowBuf (Foti et al., Algorithm 2): extend every buffer by ``grow_step``
             steps on each side until the interior marginals change by less than ``grow_tol``
             (max abs), at most ``max_buffer`` (default ``50 L``); an int: a fixed buffer of that
-            many steps on each side; ``None`` or 0: no buffer.
+            many steps on each side; ``None`` or 0: no buffer. A buffer stops at the chain's
+            ends; one that reaches its start starts from ``q(pi)``, any other from the
+            stationary distribution of the expected transition matrix.
         steps, tau, kappa : int, float, float
             SVI step count and step sizes ``rho_t = (t + tau)^-kappa``, ``t = 1, 2, ...``
             (``tau >= 0``, ``0.5 < kappa <= 1`` for Robbins-Monro; ``kappa = 0`` gives ``rho = 1``).
