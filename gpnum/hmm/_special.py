@@ -4,8 +4,9 @@
 :mod:`gpnum.likelihoods._special` (shift by recurrence, then the Stirling series), re-exported
 here. The variational updates need them only on small parameter arrays ((K,), (K, K), (K, D)),
 but those live on the device of the data, so they are computed there rather than round-tripped
-through SciPy. Arguments must be positive (all uses here are Dirichlet, Gamma and Wishart
-parameters).
+through SciPy (NumPy arrays, already on the host, go to SciPy's compiled functions: one call
+instead of about 30 array operations, paid once per SVI step). Arguments must be positive (all
+uses here are Dirichlet, Gamma and Wishart parameters).
 """
 
 from __future__ import annotations

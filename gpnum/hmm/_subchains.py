@@ -112,18 +112,6 @@ def _rescale_interval(xp, A):
     return max(1, min(16, int(m)))
 
 
-def _apply(V, x):
-    """``V x`` for stacked matrices V (..., K, K) and vectors x (..., K)."""
-    xp = get_namespace(V)
-    return xp.matmul(V, x[..., None])[..., 0]
-
-
-def _rowvec_times(v, V):
-    """``v^T V`` for stacked vectors v (..., K) and matrices V (..., K, K)."""
-    xp = get_namespace(V)
-    return xp.matmul(v[..., None, :], V)[..., 0, :]
-
-
 def _normalised(xp, u):
     total = xp.sum(u, axis=-1, keepdims=True)
     return u / xp.where(total > 0.0, total, xp.ones_like(total))
@@ -184,7 +172,7 @@ def subchain_posterior(log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
         if post is not None:
             return post
         scored += len(usable)
-        n = max(2 * n, rounds[scored])
+        n = min(max(2 * n, rounds[scored]), rounds[-1])
 
 
 class _Context:
