@@ -131,12 +131,14 @@ class CIQResult:
                 f"num_deflated={self.num_deflated}, {self.status})")
 
 
-def _elliptic_agm(k2: float, u):
-    """``K(m)`` and ``sn, cn, dn(u | m)`` for the parameter ``m = 1 - k2``, ``0 < k2 <= 1``.
+def _elliptic_agm(k2: float, frac):
+    """``K(m)`` and ``sn, cn, dn(u | m)`` at ``u = frac K(m)`` for the parameter ``m = 1 - k2``,
+    ``0 < k2 <= 1``.
 
     The arithmetic-geometric mean method (Abramowitz & Stegun 16.4 and 17.6), started from
     ``b_0 = sqrt(k2)`` so that parameters within ``1e-16`` of 1 (condition numbers beyond
-    1e16) keep full precision. Host float64; ``u`` an ndarray. (Here rather than from
+    1e16) keep full precision; one AGM gives ``K`` and the functions (``u`` in units of ``K``:
+    ``2^n a_n u = 2^(n-1) pi frac``). Host float64; ``frac`` an ndarray. (Here rather than from
     ``scipy.special``, whose import costs a CIQ call's worth of time on first use.)
     """
     a, b, c = 1.0, math.sqrt(k2), math.sqrt(1.0 - k2)
@@ -148,7 +150,7 @@ def _elliptic_agm(k2: float, u):
         aa.append(a)
         cc.append(c)
     n = len(aa) - 1
-    phi = (2.0**n * aa[n]) * np.asarray(u, dtype=np.float64)
+    phi = (2.0 ** (n - 1) * math.pi) * np.asarray(frac, dtype=np.float64)
     for j in range(n, 0, -1):
         phi = 0.5 * (phi + np.arcsin(np.clip(cc[j] / aa[j] * np.sin(phi), -1.0, 1.0)))
     sn, cn = np.sin(phi), np.cos(phi)
@@ -176,9 +178,8 @@ def ciq_quadrature(lmin: float, lmax: float, num_quad: int):
     if lmin == lmax:  # a multiple of the identity: the rule below degenerates
         lmax = lmin * (1.0 + 1e-8)
     k2 = lmin / lmax
-    kp = _elliptic_agm(k2, 0.0)[0]
-    u = (np.arange(1, num_quad + 1, dtype=np.float64) - 0.5) * kp / num_quad
-    _, sn, cn, dn = _elliptic_agm(k2, u)
+    frac = (np.arange(1, num_quad + 1, dtype=np.float64) - 0.5) / num_quad
+    kp, sn, cn, dn = _elliptic_agm(k2, frac)
     shifts = lmin * (sn / cn) ** 2
     weights = 2.0 * math.sqrt(lmin) * kp * dn / (math.pi * num_quad * cn**2)
     return shifts, weights

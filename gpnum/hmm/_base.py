@@ -357,7 +357,7 @@ class HMMBase:
         A_mean = A_mean / xp.sum(A_mean, axis=-1, keepdims=True)
         # A subchain whose buffer does not reach the chain's start starts from the stationary
         # distribution of the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
-        log_stationary = xp.log(_stationary(xp, A_mean))
+        stationary = _stationary(xp, A_mean)
         dtype = self.prior_["A"].dtype
         n_starts = float(T - L + 1)
         # Batch factors (module docstring) of the interiors (S, L).
@@ -375,7 +375,7 @@ class HMMBase:
                - xp.where(pair > L - 2, pair - (L - 2), zero) + 1)
         w_a = n_starts / (S * xp.astype(c_a, dtype))
         post = subchain_posterior(
-            log_pi0, log_stationary, log_A, self._log_lik_function(), Y, starts, L,
+            log_pi0, stationary, log_A, self._log_lik_function(), Y, starts, L,
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
             max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))

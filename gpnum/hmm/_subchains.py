@@ -117,14 +117,16 @@ def _normalised(xp, u):
     return u / xp.where(total > 0.0, total, xp.ones_like(total))
 
 
-def subchain_posterior(log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L, buffer, *,
+def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buffer, *,
                        transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
     ----------
-    log_pi0, log_stationary : array (K,)
-        Log start weights of a buffer that reaches the chain's start, and of one that does not.
+    log_pi0 : array (K,)
+        Log start weights of a buffer that reaches the chain's start.
+    stationary : array (K,)
+        Start distribution of one that does not.
     log_A : array (K, K)
         Expected log transition matrix.
     log_lik_of : callable
@@ -159,7 +161,7 @@ def subchain_posterior(log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
+    ctx = _Context(xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
                    transition_weights, grow_tol, interior_matrices)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
@@ -178,7 +180,7 @@ def subchain_posterior(log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, log_pi0, log_stationary, log_A, log_lik_of, Y, starts, L,
+    def __init__(self, xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
                  transition_weights, grow_tol, interior_matrices):
         self.xp, self.log_A, self.log_lik_of, self.Y, self.starts, self.L = (
             xp, log_A, log_lik_of, Y, starts, L)
@@ -187,7 +189,7 @@ class _Context:
         # One global shift of log_A keeps its rows' relative weights.
         self.A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
         self.pi0 = _normalised(xp, xp.exp(log_pi0 - _finite_or_zero(xp, xp.max(log_pi0))))
-        self.stationary = _normalised(xp, xp.exp(log_stationary - xp.max(log_stationary)))
+        self.stationary = stationary
         self.every = _rescale_interval(xp, self.A)
 
     def score(self, n, rounds, previous, final):
