@@ -407,3 +407,30 @@ def test_deferred_solves_match_dense_shifted_solves(deflate):
                              workspace=Workspace())
     assert not isinstance(shared._solves, _DeferredSolves)
     np.testing.assert_allclose(shared.solves, res.solves, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_deflated_solves_with_a_workspace_match_dense_shifted_solves(monkeypatch, fold):
+    """With a workspace the deflated per-shift solves are assembled in msMINRES's layout (the
+    scale folded into the coefficients, W D added by blocks of columns), or, when msMINRES
+    folds its basis into running solutions (``max_basis_bytes`` exceeded), shift by shift:
+    both against dense solves, with columns of very different norms."""
+    import functools
+
+    import gpnum.ciq as ciq
+    from gpnum.linalg import Workspace, msminres
+
+    if fold:
+        monkeypatch.setattr(ciq, "msminres", functools.partial(msminres,
+                                                               max_basis_bytes=3 * 8 * 200 * 40))
+    m, k = 200, 40
+    K = kernel_matrix("matern52", m, 1e4, seed=45)
+    Bm = np.random.default_rng(46).standard_normal((m, k)) * np.logspace(-3, 3, k)
+    res = inv_sqrt_matmul(K, Bm, rtol=1e-10, maxiter=400, deflate=32, workspace=Workspace())
+    assert res.num_deflated >= 4 and res.num_iter > 3
+    shifts = B.to_numpy(res.shifts)
+    dense = np.stack([np.linalg.solve(K + s * np.eye(m), Bm) for s in shifts])
+    scale = np.abs(dense).max(axis=1, keepdims=True)  # per shift and column
+    np.testing.assert_array_less(np.abs(res.solves - dense) / scale, 1e-6)
+    np.testing.assert_allclose(res.x, eig_power(K, Bm, -0.5), rtol=1e-5,
+                               atol=1e-8 * np.abs(Bm).max())
