@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpnum.backend import asarray, default_rng, get_namespace, to_numpy
+from gpnum.backend import asarray, default_rng, get_namespace, is_array, to_numpy
 from gpnum.errors import (ConvergenceWarning, NotPSDError, ShapeError, check_finite, check_int,
                           describe_shape)
 from gpnum.linalg import (AddedDiag, Dense, LinearOperator, default_block_size,
@@ -50,6 +50,7 @@ from gpnum.linalg._msminres import _combine_basis
 
 __all__ = [
     "CIQResult",
+    "SearchStart",
     "ciq_quadrature",
     "inv_sqrt_matmul",
     "inv_sqrt_matmul_vjp",
@@ -57,6 +58,28 @@ __all__ = [
     "sqrt_matmul_vjp",
     "sample_mvn",
 ]
+
+
+@dataclass(frozen=True, repr=False)
+class SearchStart:
+    """Where an eigenpair search for CIQ's deflation ended: a start for the next search on a
+    nearby operator (``deflate_start`` of :func:`inv_sqrt_matmul`).
+
+    Attributes
+    ----------
+    vectors : array (m, p)
+        The Ritz vectors of every round of the search, accepted or not, by decreasing Ritz
+        value.
+    rounds : int
+        The number of rounds the search ran.
+    """
+
+    vectors: object
+    rounds: int
+
+    def __repr__(self):
+        return (f"SearchStart(vectors shape {describe_shape(self.vectors.shape)}, "
+                f"rounds={self.rounds})")
 
 
 @dataclass(frozen=True)
@@ -90,6 +113,9 @@ class CIQResult:
     complement : LinearOperator or None
         The operator the deflated solves ran on (``K`` restricted to the complement of ``W``;
         for a ``K`` held as a matrix, an (m, m) deflated matrix); the backward passes reuse it.
+    search_start : SearchStart or None
+        Where the eigenpair search ended (None when no search ran): pass it as
+        ``deflate_start`` to a call on a nearby operator.
     """
 
     x: object
@@ -104,6 +130,7 @@ class CIQResult:
     deflation: object = None
     deflation_products: int = 0
     complement: object = field(default=None, repr=False)
+    search_start: object = field(default=None, repr=False)
 
     @property
     def solves(self):
@@ -319,9 +346,10 @@ def _deflation_block(deflate, m, k):
     return ell
 
 
-def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
-    """(theta, W) of the accepted Ritz pairs, the number of product columns spent, and the
-    operator msMINRES runs on in their complement (None without deflation).
+def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin, start=None):
+    """(theta, W) of the accepted Ritz pairs, the number of product columns spent, the
+    operator msMINRES runs on in their complement (None without deflation), and a
+    :class:`SearchStart` for a later search (None if no search ran).
 
     An explicit block size searches once. The automatic search (``deflate=None``) adapts to the
     spectrum: after each round it predicts the msMINRES iterations left,
@@ -333,12 +361,23 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
     The complement operator: for an operator held as a matrix, the deflated matrix
     (:func:`_deflated_matrix`), updated after each round from the products the search has
     already made; otherwise :class:`_Complement`, which projects after every product.
+
+    ``start``: where a search on a nearby operator ended (:class:`SearchStart`). Each round
+    starts from the first ``block`` of its Ritz vectors that the pairs accepted so far leave
+    (:func:`_warm_block`) instead of Gaussian vectors, so that the same subspace iterations
+    converge more pairs, and the search runs at least as many rounds as that one did (while
+    each keeps a quarter of its block): the cost rule counts one solve, and a training
+    step's backward pass is a second, rougher one that fewer pairs slow down more.
+    Measured in SVGP training at m = 1000 (Matern-5/2, lengthscale 0.3): 390-510 pairs
+    where cold searches keep 315, and the backward msMINRES 8-15 iterations instead of 20.
+    Fewer subspace iterations from the warm start (two) left the drift of K_ZZ between steps
+    unresolved: 250-430 pairs, and fewer than a cold search after a larger change.
     """
     complement = None
     if isinstance(deflate, CIQResult):  # an earlier result on the same operator
         deflate, complement = deflate.deflation, deflate.complement
         if deflate is None:
-            return None, 0, None
+            return None, 0, None, None
     if isinstance(deflate, tuple):  # pairs found by an earlier call on the same operator
         theta, W = deflate
         if W.ndim != 2 or W.shape[0] != m or theta.shape != (W.shape[1],):
@@ -347,26 +386,32 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
                              f"and {describe_shape(W.shape)}")
         if complement is None:
             complement = _complement_operator(A, W, None, lmin)
-        return deflate, 0, complement
+        return deflate, 0, complement, None
     adaptive = deflate is None
     ell = _deflation_block(deflate, m, k)
     if ell == 0:
-        return None, 0, None
+        return None, 0, None, None
     xp = A.xp
     matrix = _stored_matrix(A)
     eta = max(0.1 * rtol, 100.0 * dtype_eps)
-    thetas, Ws, spent, found, block = [], [], 0, 0, ell
+    start = _check_start(start, m, xp)
+    thetas, Ws, ritz, spent, found, block = [], [], [], 0, 0, ell
+    W_all = None
     op = A  # the operator searched: A, then its complement in the pairs found so far
     while True:
+        S = None if start is None else _warm_block(xp, start.vectors, W_all, block)
         theta, W, resid, AW = _top_eigenpairs(op, block, power_iters=_DEFLATE_POWER_ITERS,
-                                              seed=len(Ws))
+                                              seed=len(ritz), start=S)
         spent += (_DEFLATE_POWER_ITERS + 2) * block
         # One host synchronisation: keep the pairs accurate to eta (relative). Any accurate
         # pairs will do, not only a leading run: the split is exact for each of them, and an
         # inaccurate pair left in the complement only costs iterations.
         theta_h = np.asarray(to_numpy(theta))
+        ritz.append((theta_h, W))
         ok = np.asarray(to_numpy(resid)) <= eta * theta_h
-        ok &= theta_h > 0.0
+        # Pairs within 2x of the floor do not slow msMINRES, and the deflated matrix holds
+        # every direction already split off at lmin: no later round may return it as a pair.
+        ok &= theta_h > 2.0 * lmin
         r = int(ok.sum())
         if r == 0:
             break
@@ -395,12 +440,53 @@ def _find_deflation(A, m, k, deflate, rtol, dtype_eps, lmin):
         # The complement's largest eigenvalue: the largest pair left behind, or below the block.
         top_left = float(theta_h[~ok].max()) if r < ok.shape[0] else float(theta_h[-1])
         left = 0.5 * math.sqrt(max(top_left, lmin) / lmin) * math.log(2.0 / rtol)
-        if not _round_pays(left, block, m, k, held_matrix=matrix is not None):
+        # A warm search repeats the rounds of the search it starts from (which paid there, for
+        # a nearby operator); beyond them, or cold, a round must be predicted to pay.
+        if (start is None or len(ritz) >= start.rounds) and not _round_pays(
+                left, block, m, k, held_matrix=matrix is not None):
             break
+    # Every round's Ritz vectors by decreasing Ritz value: the start of a later search.
+    theta_h = np.concatenate([t for t, _ in ritz])
+    order = asarray(np.argsort(-theta_h, kind="stable"), dtype=xp.int64, like=ritz[0][1])
+    search_start = SearchStart(xp.take(xp.concat([W for _, W in ritz], axis=1), order, axis=1),
+                               len(ritz))
     if not Ws:
-        return None, spent, None
+        return None, spent, None, search_start
     theta_all = thetas[0] if len(thetas) == 1 else xp.concat(thetas)
-    return (theta_all, W_all), spent, op
+    return (theta_all, W_all), spent, op, search_start
+
+
+def _check_start(start, m, xp):
+    """``deflate_start`` checked: a :class:`SearchStart` for (m, m) in namespace ``xp``."""
+    if start is None:
+        return None
+    if not isinstance(start, SearchStart):
+        raise TypeError(f"deflate_start: expected a SearchStart (an earlier "
+                        f"CIQResult.search_start), got {type(start).__name__}")
+    V = start.vectors
+    if get_namespace(V) is not xp or V.shape[0] != m:
+        raise ShapeError(f"deflate_start: its vectors have shape {describe_shape(V.shape)}, "
+                         f"expected ({m}, p) in the operator's namespace")
+    return start
+
+
+def _warm_block(xp, start, W, block):
+    """The start block (m, <= block) of a search round from an earlier search's Ritz vectors
+    ``start`` (m, p), or None (then the round starts cold).
+
+    The first round takes the leading ``block`` vectors. Later rounds search the complement
+    of the pairs ``W`` (m, r) accepted so far, where those directions sit at ``lmin``: they
+    are projected out of the start, and of what is left the leading ``block`` vectors that
+    keep at least half their length are taken (the others were mostly split off already).
+    Fewer than ``block / 2`` such vectors: None.
+    """
+    if W is None:
+        S = start[:, :block]
+    else:
+        P = start - W @ (W.T @ start)
+        kept = np.nonzero(np.asarray(to_numpy(xp.sum(P * P, axis=0))) > 0.25)[0][:block]
+        S = xp.take(P, asarray(kept, dtype=xp.int64, like=P), axis=1)
+    return S if 2 * S.shape[1] >= block else None
 
 
 def _complement_operator(A, W, AW, floor):
@@ -544,7 +630,7 @@ def _weighted_sum(xp, weights, solves):
 
 def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
                     eigen_bounds=None, num_lanczos: int = 30, workspace=None,
-                    deflate=None) -> CIQResult:
+                    deflate=None, deflate_start=None) -> CIQResult:
     """``K^{-1/2} B`` by contour integral quadrature and multi-shift MINRES.
 
     Parameters
@@ -577,6 +663,12 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
         its pairs, its complement operator (for a held matrix, the deflated matrix) and, unless
         ``eigen_bounds`` is given, its eigenvalue bounds: for example over the chunks of a
         prediction. Or that result's ``deflation`` tuple (pass its ``eigen_bounds`` too).
+    deflate_start : SearchStart, optional
+        The ``search_start`` of an earlier result on a nearby operator (a training loop's
+        previous step): the eigenpair search starts from its Ritz vectors instead of Gaussian
+        ones, which converges more pairs for the same products, and runs at least its number
+        of rounds. Pairs are accepted by the same residual test, so the accuracy does not
+        change; fewer iterations are left to msMINRES.
 
     Returns
     -------
@@ -607,8 +699,9 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     shifts_h, weights_h = ciq_quadrature(lo, hi, num_quad)
     shifts = asarray(shifts_h, dtype=B.dtype, like=B2)
     weights = asarray(weights_h, dtype=B.dtype, like=B2)
-    deflation, spent, complement = _find_deflation(A, A.shape[0], B2.shape[1], deflate, rtol,
-                                                   float(xp.finfo(B.dtype).eps), lo)
+    deflation, spent, complement, search_start = _find_deflation(
+        A, A.shape[0], B2.shape[1], deflate, rtol, float(xp.finfo(B.dtype).eps), lo,
+        deflate_start)
     with warnings.catch_warnings():
         # Re-issued below with CIQ's context instead of msMINRES's.
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -623,12 +716,13 @@ def inv_sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: in
     return CIQResult(x=x[:, 0] if vec else x, shifts=shifts, weights=weights, _solves=solves,
                      inv_sqrt_x=x[:, 0] if vec else x, num_iter=int(res.num_iter),
                      info=int(res.info), eigen_bounds=(lo, hi), kind="inv_sqrt",
-                     deflation=deflation, deflation_products=spent, complement=complement)
+                     deflation=deflation, deflation_products=spent, complement=complement,
+                     search_start=search_start)
 
 
 def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 200,
                 eigen_bounds=None, num_lanczos: int = 30, workspace=None,
-                deflate=None) -> CIQResult:
+                deflate=None, deflate_start=None) -> CIQResult:
     """``K^{1/2} B = K (K^{-1/2} B)`` by contour integral quadrature; see :func:`inv_sqrt_matmul`.
 
     Returns a :class:`CIQResult` whose ``x`` is ``K^{1/2} B`` (m, k) and ``inv_sqrt_x`` is
@@ -637,12 +731,13 @@ def sqrt_matmul(A, B, *, num_quad: int = 15, rtol: float = 1e-3, maxiter: int = 
     A = _as_operator(A, B)
     r = inv_sqrt_matmul(A, B, num_quad=num_quad, rtol=rtol, maxiter=maxiter,
                         eigen_bounds=eigen_bounds, num_lanczos=num_lanczos, workspace=workspace,
-                        deflate=deflate)
+                        deflate=deflate, deflate_start=deflate_start)
     x = A @ r.inv_sqrt_x
     return CIQResult(x=x, shifts=r.shifts, weights=r.weights, _solves=r._solves,
                      inv_sqrt_x=r.inv_sqrt_x, num_iter=r.num_iter + 1, info=r.info,
                      eigen_bounds=r.eigen_bounds, kind="sqrt", deflation=r.deflation,
-                     deflation_products=r.deflation_products, complement=r.complement)
+                     deflation_products=r.deflation_products, complement=r.complement,
+                     search_start=r.search_start)
 
 
 def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):

@@ -429,3 +429,47 @@ def test_ciq_predictions_match_dense_symmetric_root():
     ref = dense_elbo(Z, Xs[:256], yb, q_mu, q_sqrt, ls, kvar, 0.2, jit, 400,
                      lambda y, mu_, v: gaussian_ve(y, mu_, v, 0.1), root="ciq")
     np.testing.assert_allclose(float(model.elbo(Xs[:256], yb)), ref, rtol=1e-7)
+
+
+def test_ciq_whitening_warm_starts_its_deflation_search(monkeypatch):
+    # Each whitening of a new K_ZZ starts its eigenpair search from the last one's Ritz
+    # vectors (ciq_options warm_start, default on); the ELBO after moving the kernel and the
+    # inducing points still matches the dense symmetric-root ELBO, and warm_start=False
+    # searches from Gaussian vectors every time.
+    import gpnum.models._whitening as whitening_module
+
+    calls = []
+    real = whitening_module.inv_sqrt_matmul
+
+    def recording(op, B, **kw):
+        calls.append(kw.get("deflate_start"))
+        return real(op, B, **kw)
+
+    monkeypatch.setattr(whitening_module, "inv_sqrt_matmul", recording)
+    rng = np.random.default_rng(14)
+    m, b, jit = 140, 256, 1e-3
+    Z = rng.uniform(-1, 1, (m, 2))
+    X = rng.uniform(-1, 1, (b, 2))
+    yb = rng.standard_normal(b)
+    q_mu = rng.standard_normal(m) * 0.5
+    q_sqrt = np.tril(rng.standard_normal((m, m)) * 0.05) + np.eye(m) * 0.7
+    for warm in (True, False):
+        calls.clear()
+        model = gpnum.SVGP(Matern52(lengthscale=np.full(2, 0.3), variance=1.3),
+                           Gaussian(variance=0.1), Z, num_data=400, whitening="ciq",
+                           jitter=jit, ciq_options={"num_quad": 30, "rtol": 1e-8,
+                                                    "maxiter": 400, "warm_start": warm})
+        model.q_mu, model.q_sqrt = q_mu, q_sqrt
+        model.elbo(X, yb)
+        Z2 = Z + 0.01 * rng.standard_normal(Z.shape)
+        model.inducing_points = Z2
+        model.kernel.lengthscale = np.full(2, 0.31)
+        got = float(model.elbo(X, yb))
+        ref = dense_elbo(Z2, X, yb, q_mu, q_sqrt, 0.31, 1.3, 0.0, jit, 400,
+                         lambda y, mu_, v: gaussian_ve(y, mu_, v, 0.1), root="ciq")
+        np.testing.assert_allclose(got, ref, rtol=1e-7)
+        assert calls[0] is None
+        if warm:
+            assert calls[1] is not None and calls[1].vectors.shape[0] == m
+        else:
+            assert calls[1] is None

@@ -34,7 +34,7 @@ def default_block_size(n: int) -> int:
     return min(384, n // 2) if n >= 128 else 0
 
 
-def top_eigenpairs(A, block_size: int, *, power_iters: int = 3, seed: int = 0):
+def top_eigenpairs(A, block_size: int, *, power_iters: int = 3, seed: int = 0, start=None):
     """Leading eigenpairs of a symmetric operator by randomized subspace iteration.
 
     Parameters
@@ -49,6 +49,11 @@ def top_eigenpairs(A, block_size: int, *, power_iters: int = 3, seed: int = 0):
         columns and one orthonormalisation of an (n, l) block).
     seed : int
         Seed of the Gaussian start block (host PCG64: the same on every backend).
+    start : array (n, j), optional
+        Start block instead of Gaussian vectors: for example the Ritz vectors ``W`` of a search
+        on a nearby operator (a training loop's previous step), from which fewer
+        ``power_iters`` reach the same accuracy. Its first ``l`` columns are used; with
+        ``j < l`` the rest are Gaussian.
 
     Returns
     -------
@@ -71,11 +76,27 @@ def top_eigenpairs(A, block_size: int, *, power_iters: int = 3, seed: int = 0):
     (orthonormal to rounding) before the Rayleigh-Ritz step. In lower precision, or when the
     Cholesky factorisations keep failing, Householder QR.
     """
-    theta, W, residual, _ = _top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed)
+    theta, W, residual, _ = _top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed,
+                                            start=start)
     return theta, W, residual
 
 
-def _top_eigenpairs(A, block_size, *, power_iters=3, seed=0):
+def _start_block(op, ell, seed, start):
+    """The (n, l) start block of a search: ``start``'s first columns, Gaussian ones after."""
+    n, xp = op.shape[0], op.xp
+    rng = default_rng(seed, xp=xp, device=op.device)
+    if start is None:
+        return rng.normal((n, ell), dtype=op.dtype)
+    if get_namespace(start) is not xp or start.ndim != 2 or start.shape[0] != n:
+        raise ShapeError(f"start: expected an array of shape ({n}, j) in the operator's "
+                         f"namespace, got {describe_shape(start.shape)}")
+    start = xp.astype(start[:, :ell], op.dtype, copy=False)
+    if start.shape[1] == ell:
+        return start
+    return xp.concat([start, rng.normal((n, ell - start.shape[1]), dtype=op.dtype)], axis=1)
+
+
+def _top_eigenpairs(A, block_size, *, power_iters=3, seed=0, start=None):
     """:func:`top_eigenpairs`, also returning ``A W`` (n, l), which callers may reuse."""
     op = aslinearoperator(A)
     if op.shape[0] != op.shape[1]:
@@ -86,8 +107,7 @@ def _top_eigenpairs(A, block_size, *, power_iters=3, seed=0):
         raise ValueError(f"block_size: expected an integer <= n = {n}, got {ell}")
     power_iters = check_int(power_iters, "power_iters", minimum=0)
     xp = op.xp
-    rng = default_rng(seed, xp=xp, device=op.device)
-    Y = op @ rng.normal((n, ell), dtype=op.dtype)
+    Y = op @ _start_block(op, ell, seed, start)
     for _ in range(power_iters):
         Y = op @ _orthonormal_basis(xp, Y, exact=False)
     Q = _orthonormal_basis(xp, Y, exact=True)
@@ -216,21 +236,29 @@ class SpectralPreconditioner(LinearOperator):
         self.W = W
         self.sigma = float(sigma)
         self._scale = 1.0 / theta - 1.0 / self.sigma  # (r,)
+        #: The search's whole Ritz block (n, l) (:meth:`from_operator`), else ``W``.
+        self.search_block = W
 
     @classmethod
-    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0):
-        """Search ``block_size`` leading pairs of the SPD ``A`` (:func:`top_eigenpairs`).
+    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0,
+                      start=None):
+        """Search ``block_size`` leading pairs of the SPD ``A`` (:func:`top_eigenpairs`, whose
+        ``start`` block this passes on: for example the :attr:`search_block` of a
+        preconditioner for a nearby operator).
 
         Costs ``power_iters + 2`` products with ``block_size`` columns.
         """
-        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed)
+        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed,
+                                     start=start)
         xp = get_namespace(theta)
         sigma = float(theta[-1])
         if not sigma > 0.0:
             raise NotPSDError(f"A: expected a positive-definite operator, but a Ritz value of "
                               f"{sigma:.3g} was found")
         keep = int(to_numpy(xp.sum(xp.astype(theta > sigma, xp.int32))))
-        return cls(theta[:keep], W[:, :keep], sigma)
+        out = cls(theta[:keep], W[:, :keep], sigma)
+        out.search_block = W
+        return out
 
     def _matmat(self, X):
         return X / self.sigma + self.W @ (self._scale[:, None] * (self.W.T @ X))

@@ -290,7 +290,8 @@ class SparsePosteriorKernel:
         else:
             R0zz, zz_vjp = r0.gram_and_vjp(Z)
             try:
-                Bm, wcache = model.whitening_strategy.whiten(R0zz, R0zx, model.jitter)
+                Bm, wcache = model.whitening_strategy.whiten(R0zz, R0zx, model.jitter,
+                                                             slot="r0")
             except NotPSDError as exc:
                 raise model._not_psd(f"Q's base kernel matrix r0(Z, Z) + jitter I (m = "
                                      f"{Z.shape[0]}, jitter = {model.jitter:g})", exc,

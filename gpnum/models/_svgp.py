@@ -365,7 +365,8 @@ class SVGP(ComposedParameters):
         Kzz, kzz_vjp = (None, None) if reuse is not None else self._kzz(with_jitter=False,
                                                                         with_vjp=need_grad, Z=Z)
         try:
-            A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse)
+            A, cache = self.whitening_strategy.whiten(Kzz, Kzx, self.jitter, reuse,
+                                                      slot=latent)
         except NotPSDError as exc:
             which = "" if latent is None else f" of latent {latent}"
             raise self._not_psd(f"K_ZZ{which} + jitter I (m = {self.num_inducing}, jitter = "

@@ -23,7 +23,8 @@ from gpnum.linalg import AddedDiag, Dense, Diagonal, KernelMatrix, Workspace
 
 __all__ = ["CholeskyWhitening", "CIQWhitening", "make_whitening"]
 
-_CIQ_KEYS = ("num_quad", "rtol", "maxiter", "eigen_bounds", "num_lanczos", "deflate")
+_CIQ_KEYS = ("num_quad", "rtol", "maxiter", "eigen_bounds", "num_lanczos", "deflate",
+             "warm_start")
 
 
 def check_ciq_options(options):
@@ -46,8 +47,9 @@ class CholeskyWhitening:
     #: Prediction rows per chunk: memory O(m chunk).
     predict_chunk = 4096
 
-    def whiten(self, Kzz, Kzx, jitter, reuse=None):
-        """``A = L^{-1} K_ZX`` (m, b) and the cache of :meth:`backward`.
+    def whiten(self, Kzz, Kzx, jitter, reuse=None, slot=None):
+        """``A = L^{-1} K_ZX`` (m, b) and the cache of :meth:`backward` (``slot``: unused, see
+        :meth:`CIQWhitening.whiten`).
 
         Parameters
         ----------
@@ -114,7 +116,12 @@ class CIQWhitening:
     ----------
     options : dict, optional
         Keywords of :func:`gpnum.ciq.inv_sqrt_matmul`: ``num_quad``, ``rtol``, ``maxiter``,
-        ``eigen_bounds``, ``num_lanczos``, ``deflate``.
+        ``eigen_bounds``, ``num_lanczos``, ``deflate``; and ``warm_start`` (default True): each
+        eigenpair search for the deflation starts from the Ritz vectors of the previous one on
+        the same slot (``deflate_start``), which a training step's small change of ``K_ZZ``
+        leaves close to the new ones. Results then depend on the previous steps only within
+        the solves' tolerance (pairs are accepted by the same residual test); a restored
+        checkpoint's first step searches from Gaussian vectors.
     """
 
     name = "ciq"
@@ -128,6 +135,8 @@ class CIQWhitening:
         # Krylov-basis memory reused by every solve of this strategy (not a cache of results:
         # first touches of fresh memory cost more than the products on virtual machines).
         self.workspace = Workspace()
+        # Ritz vectors of the last eigenpair search per slot (warm_start): not results, starts.
+        self._search_start = {}
 
     def _operator(self, Kzz, jitter):
         # K_ZZ + jitter I as an AddedDiag, so that the Lanczos bounds know the jitter floors
@@ -137,19 +146,37 @@ class CIQWhitening:
                          Diagonal(xp.asarray(jitter, dtype=Kzz.dtype, device=device_of(Kzz)),
                                   Kzz.shape[0]))
 
-    def whiten(self, Kzz, Kzx, jitter, reuse=None):
+    def whiten(self, Kzz, Kzx, jitter, reuse=None, slot=None):
         """``A = (K_ZZ + jitter I)^{-1/2} K_ZX`` (m, b) and the cache of :meth:`backward`.
 
         ``reuse``: what :meth:`reusable` returned for the same ``K_ZZ`` (its eigenvalue bounds
         and deflation), so that prediction chunks and sampling do the spectrum work once.
+        ``slot``: which of the caller's matrices this is (a latent's own inducing points, a
+        second prior): the eigenpair search starts from the last search on the same slot.
         """
         op = self._operator(Kzz, jitter) if reuse is None else reuse[0]
         opts = dict(self.options)
+        warm = opts.pop("warm_start", True)
         if reuse is not None:
             # The earlier result: its eigenvalue bounds, pairs and complement operator.
             opts["deflate"] = reuse[1]
+        elif warm:
+            opts["deflate_start"] = self._warm_start(slot, Kzz)
         res = inv_sqrt_matmul(op, Kzx, workspace=self.workspace, **opts)
+        if reuse is None and warm and res.search_start is not None:
+            self._search_start[slot] = res.search_start
         return res.x, {"op": op, "res": res, "Kzx": Kzx}
+
+    def _warm_start(self, slot, Kzz):
+        """The slot's last Ritz vectors if they fit ``K_ZZ`` (rows, namespace, dtype)."""
+        start = self._search_start.get(slot)
+        if start is None:
+            return None
+        V = start.vectors
+        if (V.shape[0] != Kzz.shape[0] or V.dtype != Kzz.dtype
+                or get_namespace(V) is not get_namespace(Kzz) or device_of(V) != device_of(Kzz)):
+            return None
+        return start
 
     def reusable(self, cache):
         """What a later :meth:`whiten` against the same ``K_ZZ`` can reuse."""
