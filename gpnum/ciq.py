@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpnum.backend import asarray, default_rng, get_namespace, is_array, to_numpy
+from gpnum.backend import asarray, default_rng, get_namespace, to_numpy
 from gpnum.errors import (ConvergenceWarning, NotPSDError, ShapeError, check_finite, check_int,
                           describe_shape)
 from gpnum.linalg import (AddedDiag, Dense, LinearOperator, default_block_size,
