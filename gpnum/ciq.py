@@ -512,7 +512,7 @@ class _DeferredSolves:
         # sum_q w_q y_i[q, :] for every basis vector i: (k, 1, J), then one batched product
         cw = xp.stack([weights @ y for y in coeffs], axis=-1)  # (k, J)
         self.weighted = (cw[:, None, :] @ basis)[:, 0, :].T  # (m, k) (a transposed view)
-        self.affine = None  # (scale (k,), W (m, r), D (q, r, k)) of a deflated solve
+        self.affine = None  # (scale (k,), W (m, r), D (k, q, r)) of a deflated solve
 
     def solves(self):
         if self._solves is None:
@@ -550,7 +550,8 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
         return res.x, res
     theta, W = deflation
     Bw = W.T @ B2  # (r, k)
-    D = Bw[None, :, :] / (theta[None, :, None] + shifts[:, None, None])  # (q, r, k)
+    # (k, q, r): the layout of the assembly's GEMMs (column blocks are contiguous rows)
+    D = Bw.T[:, None, :] / (theta[None, None, :] + shifts[None, :, None])
     # The tolerance stays relative to ||b||, not to the much smaller ||P b||: each column is
     # scaled to unit norm and solved to an absolute rtol. (Relative to ||P b|| the complement
     # solve would chase components that the undeflated solve never resolves either.)
@@ -568,12 +569,12 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
     if isinstance(res.x, _DeferredSolves):
         deferred = res.x
         deferred.affine = (scale, W, D)
-        deferred.weighted = deferred.weighted * scale + W @ xp.tensordot(weights, D, axes=1)
+        deferred.weighted = deferred.weighted * scale + W @ xp.matmul(weights, D).T
         return deferred, res
     out = res.x
     if not assembled:  # msMINRES folded its basis (past max_basis_bytes): add W D here
         for i in range(shifts.shape[0]):
-            out[i, ...] = out[i, ...] * scale + W @ D[i, ...]
+            out[i, ...] = out[i, ...] * scale + W @ D[:, i, :].T
     return out, res
 
 
@@ -589,7 +590,7 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
     scale : array (k,)
         The column norms the complement's right-hand sides were divided by.
     W : array (m, r)
-    D : array (q, r, k)
+    D : array (k, q, r)
         The solves' components along ``W``.
 
     Returns
@@ -600,7 +601,7 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
         over blocks of columns, where adding it shift by shift to the (q, m, k) view (strided
         elementwise passes) measured 60 ms of a CIQ call at m = 1000, k = 256, q = 15.
     """
-    q, r, k = D.shape
+    k, q, r = D.shape
     m = basis.shape[2]
     c = len(coeffs)
     Y = xp.stack([y * scale for y in coeffs], axis=-1)  # (q, k, c)
@@ -612,8 +613,7 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
     step = max(1, 2**18 // (q * m))
     for k0 in range(0, k, step):
         k1 = min(k, k0 + step)
-        Dk = xp.reshape(xp.reshape(xp.permute_dims(D[:, :, k0:k1], (2, 0, 1)), (-1,)),
-                        ((k1 - k0) * q, r))
+        Dk = xp.reshape(D[k0:k1, ...], ((k1 - k0) * q, r))
         out[k0:k1, ...] += xp.reshape(Dk @ Wt, (k1 - k0, q, m))
     return xp.permute_dims(out, (1, 2, 0))
 
