@@ -514,6 +514,34 @@ class _DeferredSolves:
         self.weighted = (cw[:, None, :] @ basis)[:, 0, :].T  # (m, k) (a transposed view)
         self.affine = None  # (scale (k,), W (m, r), D (k, q, r)) of a deflated solve
 
+    def cotangent_factors(self, U):
+        """``(F, G)`` with ``F G^T = sum_q U_q V_q^T`` (m, m) for ``U`` (q, m, k) and ``V``
+        these solves, without forming ``V``: ``F``, ``G`` are (m, k c [+ r]) for a basis of
+        ``c`` vectors per column (and ``r`` deflated pairs).
+
+        ``V_q[:, j] = scale_j sum_i v_ij y_iqj + W D_jq``, so the sum is
+        ``sum_ij (sum_q scale_j y_iqj U_q[:, j]) v_ij^T + (sum_qj U_q[:, j] D_jq^T) W^T``:
+        (k, c, q) x (k, q, m) batched products and one (m, k q) x (k q, r) product, where
+        forming ``V`` and the (m, k q) x (k q, m) product costs about ``q / c`` times more.
+        Requires the basis (not yet replaced by :meth:`solves`).
+        """
+        xp = self.xp
+        q, m, k = U.shape
+        c = len(self.coeffs)
+        Y = xp.stack(self.coeffs, axis=0)  # (c, q, k)
+        if self.affine is not None:
+            Y = Y * self.affine[0]
+        Uk = xp.permute_dims(U, (2, 0, 1))  # (k, q, m): msMINRES's own layout
+        F = xp.reshape(xp.permute_dims(Y, (2, 0, 1)) @ Uk, (k * c, m)).T
+        G = xp.reshape(self.basis, (k * c, m)).T
+        if self.affine is not None:
+            _, W, D = self.affine
+            r = W.shape[1]
+            UD = xp.reshape(Uk, (k * q, m)).T @ xp.reshape(D, (k * q, r))  # (m, r)
+            F = xp.concat([F, UD], axis=1)
+            G = xp.concat([G, W], axis=1)
+        return F, G
+
     def solves(self):
         if self._solves is None:
             xp = self.xp
@@ -536,17 +564,29 @@ def _solves_of(value):
 def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspace,
                     weights=None):
     """(solves (q, m, k) of ``(K + s_q I) X = B``, msMINRES result), deflated if asked
-    (``complement``: the operator of :func:`_find_deflation`). With ``weights`` and no
-    ``workspace``, the solves come as a :class:`_DeferredSolves` holding their weighted
-    sum (unless msMINRES folded its basis)."""
+    (``complement``: the operator of :func:`_find_deflation`). With ``weights``, and no
+    ``workspace`` or a basis of at most ``q / 2`` vectors, the solves come as a
+    :class:`_DeferredSolves` holding their weighted sum (unless msMINRES folded its basis)."""
     xp = get_namespace(B2)
-    def defer(basis, coeffs):
-        return _DeferredSolves(xp, basis, coeffs, weights)
+    q = shifts.shape[0]
 
-    combine = defer if weights is not None and workspace is None else None
+    def combine(basis, coeffs, assemble):
+        # Deferred without a workspace (the basis is the call's own), or for a short basis
+        # (a copy of it is smaller than the solves, and a backward pass then needs no solves:
+        # _DeferredSolves.cotangent_factors); otherwise assembled now.
+        if workspace is None or 2 * len(coeffs) <= q:
+            if workspace is not None:  # later solves reuse the workspace's memory
+                basis = xp.asarray(basis, copy=True)
+            return _DeferredSolves(xp, basis, coeffs, weights)
+        return assemble(basis, coeffs)
+
     if deflation is None:
+        def plain(basis, coeffs):
+            return _combine_basis(xp, basis, len(coeffs), [y[None, ...] for y in coeffs])[0, ...]
+
         res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace,
-                       _combine=combine)
+                       _combine=None if weights is None else
+                       (lambda basis, coeffs: combine(basis, coeffs, plain)))
         return res.x, res
     theta, W = deflation
     Bw = W.T @ B2  # (r, k)
@@ -565,7 +605,8 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
 
     res = msminres(complement, (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
                    maxiter=maxiter, workspace=workspace,
-                   _combine=assemble if combine is None else combine)
+                   _combine=assemble if weights is None else
+                   (lambda basis, coeffs: combine(basis, coeffs, assemble)))
     if isinstance(res.x, _DeferredSolves):
         deferred = res.x
         deferred.affine = (scale, W, D)
@@ -764,6 +805,12 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     # U is this call's own msMINRES output: scaled by -w_q in place (two fewer (q, m, k)
     # temporaries, which are fresh memory each step).
     U *= -w[:, None, None]
+    forward = result._solves
+    if (isinstance(forward, _DeferredSolves) and forward.basis is not None
+            and 2 * len(forward.coeffs) <= q):
+        # A short forward basis: the cotangent in factored form, the solves never formed.
+        grads = A.param_vjp(*forward.cotangent_factors(U))
+        return bbar, grads
     Uw = xp.reshape(xp.permute_dims(U, (2, 0, 1)), (k * q, m)).T
     V = xp.reshape(xp.permute_dims(result.solves, (2, 0, 1)), (k * q, m)).T
     grads = A.param_vjp(Uw, V)
