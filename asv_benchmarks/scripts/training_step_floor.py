@@ -5,8 +5,10 @@
 The step is the one of ``svgp_vs_gpytorch.py train`` (batch 256, d = 2, Matern-5/2, Q = 15,
 msMINRES rtol 1e-3 unless given, natural gradients gamma 0.1 + Adam, float64). It counts the
 columns of every product with the (m, m) kernel matrix, by the phase that asked for it, and
-converts them into GEMMs of (m, m) x (m, 256); the CIQ backward pass adds one
-(m, 15 * 256) x (15 * 256, m) product for the cotangent of K_ZZ. The sum of those products at
+converts them into GEMMs of (m, m) x (m, 256); the CIQ backward pass adds the products that
+form the cotangent of K_ZZ, at the shapes the step used (one (m, 15 * 256) x (15 * 256, m)
+product from the per-shift solves, or, from a short forward Krylov basis and r deflated
+pairs, (m, k q) x (k q, r) and (m, k c + r) x (k c + r, m)). The sum of those products at
 the measured GEMM speed is a floor that no implementation of the same algorithm (same iteration
 counts) can beat on this machine.
 Run it on a quiet machine: it prints times.
@@ -21,6 +23,7 @@ import numpy as np
 
 import gpnum
 from gpnum import backend as B
+from gpnum import ciq
 from gpnum.kernels import Matern52
 from gpnum.likelihoods import Gaussian
 from gpnum.linalg import _operators
@@ -55,6 +58,9 @@ PHASES = (("_top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
           ("pcg", "PCG against the precision"))
 columns = collections.Counter()
 plain_matmat = _operators.Dense._matmat
+plain_param_vjp = _operators.Dense._param_vjp
+plain_factors = ciq._DeferredSolves.cotangent_factors
+cotangent = {}  # the shapes of the products that form the cotangent of K_ZZ in this step
 
 
 def counting_matmat(self, V):
@@ -65,21 +71,47 @@ def counting_matmat(self, V):
     return plain_matmat(self, V)
 
 
+def recording_param_vjp(self, U, V):
+    if self.shape[0] == m:
+        cotangent["UV"] = U.shape[1]
+    return plain_param_vjp(self, U, V)
+
+
+def recording_factors(self, U):
+    q, _, k = U.shape
+    if self.affine is not None:
+        cotangent["UD"] = (k * q, self.affine[1].shape[1])
+    return plain_factors(self, U)
+
+
 for _ in range(3):  # past the first steps' larger solves
     step()
 _operators.Dense._matmat = counting_matmat
+_operators.Dense._param_vjp = recording_param_vjp
+ciq._DeferredSolves.cotangent_factors = recording_factors
 step()
 _operators.Dense._matmat = plain_matmat
+_operators.Dense._param_vjp = plain_param_vjp
+ciq._DeferredSolves.cotangent_factors = plain_factors
 
 
 K = model._kzz()[0]
 R = rng.standard_normal((m, 256))
-U = rng.standard_normal((m, 15 * 256))
 t_gemm = best(lambda: B.matmul(K, R), 10)
+# The cotangent of K_ZZ as the step forms it: (m, w) x (w, m), w = 15 * 256 from the per-shift
+# solves, or k c + r from a short forward basis and the deflated pairs, after an
+# (m, k q) x (k q, r) product (gpnum.ciq._DeferredSolves.cotangent_factors).
+U = rng.standard_normal((m, cotangent["UV"]))
 t_cot = best(lambda: B.matmul(U, U.T), 3)
+cot_text = f"(m, {U.shape[1]}) x ({U.shape[1]}, m)"
+if "UD" in cotangent:
+    kq, r = cotangent["UD"]
+    Uq, Dq = rng.standard_normal((kq, m)), rng.standard_normal((kq, r))
+    t_cot += best(lambda: B.matmul(Uq.T, Dq), 3)
+    cot_text += f" after (m, {kq}) x ({kq}, {r})"
 t_step = best(step, 3)
 print(f"m = {m}, {method}, rtol {rtol:g}: one GEMM (m, m) x (m, 256) {t_gemm * 1e3:.2f} ms; "
-      f"cotangent GEMM (m, 3840) x (3840, m) {t_cot * 1e3:.1f} ms")
+      f"cotangent {cot_text} {t_cot * 1e3:.1f} ms")
 floor = t_cot
 for label, cols in sorted(columns.items(), key=lambda kv: -kv[1]):
     gemms = cols / 256
