@@ -134,11 +134,13 @@ def _orthonormal_basis(xp, Y, *, exact):
     number about ``1 / sqrt(eps)`` or better (Fukaya et al. 2020, theorem 3.3 and section 4;
     the Frobenius norm bounds the spectral one from above, which only enlarges the shift).
     That is all a subspace iteration needs between products (``exact=False``). For
-    ``exact``, unshifted passes follow until two in a row succeed (sCholeskyQR3); a block
-    whose columns barely span their space (a cluster of equal eigenvalues below the wanted
-    ones makes them nearly dependent) fails an unshifted pass, and gets another shifted one
-    instead. Otherwise (lower precision, or a block still failing after five passes),
-    Householder QR.
+    ``exact``, unshifted passes run until two in a row succeed (CholeskyQR2, orthonormal to
+    rounding for condition numbers up to about ``1 / sqrt(eps)``: Yamamoto, Nakatsukasa,
+    Yanagisawa & Fukaya 2015); a pass whose factorisation fails (a worse-conditioned block,
+    or columns that barely span their space: a cluster of equal eigenvalues below the wanted
+    ones makes them nearly dependent) is replaced by a shifted one, and the count starts
+    again (sCholeskyQR3). Otherwise (lower precision, or a block still failing after five
+    passes), Householder QR.
     """
     n, ell = Y.shape
     eps = float(xp.finfo(Y.dtype).eps)
@@ -151,14 +153,14 @@ def _orthonormal_basis(xp, Y, *, exact):
         L = _cholesky_or_none(xp, G + shift_factor * float(xp.linalg.trace(G)) * eye)
         return None if L is None else Y @ _lower_inverse(xp, L).T
 
-    Q = shifted_pass(Y, Y.T @ Y)
-    if Q is None:
-        return xp.linalg.qr(Y)[0]
     if not exact:
-        return Q
-    Y = Q
+        Q = shifted_pass(Y, Y.T @ Y)
+        return xp.linalg.qr(Y)[0] if Q is None else Q
+    # Unshifted passes from the start (CholeskyQR2 where it applies: a block of condition
+    # number up to about 1 / sqrt(eps), such as a subspace iteration's K Q, saving the shifted
+    # pass); a failed factorisation (a worse block) falls back to a shifted pass.
     clean = 0
-    for _ in range(4):
+    for _ in range(5):
         G = Y.T @ Y
         L = _cholesky_or_none(xp, G)
         if L is not None:
