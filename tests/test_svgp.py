@@ -458,7 +458,7 @@ def test_ciq_whitening_warm_starts_its_deflation_search(monkeypatch):
         model = gpnum.SVGP(Matern52(lengthscale=np.full(2, 0.3), variance=1.3),
                            Gaussian(variance=0.1), Z, num_data=400, whitening="ciq",
                            jitter=jit, ciq_options={"num_quad": 30, "rtol": 1e-8,
-                                                    "maxiter": 400, "warm_start": warm})
+                                                    "maxiter": 1500, "warm_start": warm})
         model.q_mu, model.q_sqrt = q_mu, q_sqrt
         model.elbo(X, yb)
         Z2 = Z + 0.01 * rng.standard_normal(Z.shape)
@@ -473,3 +473,6 @@ def test_ciq_whitening_warm_starts_its_deflation_search(monkeypatch):
             assert calls[1] is not None and calls[1].vectors.shape[0] == m
         else:
             assert calls[1] is None
+        # the option is the strategy's own: pathwise samples run CIQ without it
+        draws = np.asarray(model.sample_f(X[:5], 3, seed=0))
+        assert draws.size == 15 and np.all(np.isfinite(draws))

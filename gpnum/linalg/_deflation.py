@@ -238,29 +238,21 @@ class SpectralPreconditioner(LinearOperator):
         self.W = W
         self.sigma = float(sigma)
         self._scale = 1.0 / theta - 1.0 / self.sigma  # (r,)
-        #: The search's whole Ritz block (n, l) (:meth:`from_operator`), else ``W``.
-        self.search_block = W
 
     @classmethod
-    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0,
-                      start=None):
-        """Search ``block_size`` leading pairs of the SPD ``A`` (:func:`top_eigenpairs`, whose
-        ``start`` block this passes on: for example the :attr:`search_block` of a
-        preconditioner for a nearby operator).
+    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0):
+        """Search ``block_size`` leading pairs of the SPD ``A`` (:func:`top_eigenpairs`).
 
         Costs ``power_iters + 2`` products with ``block_size`` columns.
         """
-        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed,
-                                     start=start)
+        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed)
         xp = get_namespace(theta)
         sigma = float(theta[-1])
         if not sigma > 0.0:
             raise NotPSDError(f"A: expected a positive-definite operator, but a Ritz value of "
                               f"{sigma:.3g} was found")
         keep = int(to_numpy(xp.sum(xp.astype(theta > sigma, xp.int32))))
-        out = cls(theta[:keep], W[:, :keep], sigma)
-        out.search_block = W
-        return out
+        return cls(theta[:keep], W[:, :keep], sigma)
 
     def _matmat(self, X):
         return X / self.sigma + self.W @ (self._scale[:, None] * (self.W.T @ X))

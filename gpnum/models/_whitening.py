@@ -197,7 +197,7 @@ class CIQWhitening:
         n = Z.shape[0] + X.shape[0]
         op = AddedDiag(KernelMatrix(kernel, xp.concat([Z, X], axis=0)),
                        Diagonal(xp.asarray(jitter, dtype=eps.dtype, device=device_of(eps)), n))
-        opts = {k: v for k, v in self.options.items() if k != "deflate"}
+        opts = {k: v for k, v in self.options.items() if k not in ("deflate", "warm_start")}
         return sqrt_matmul(op, eps, **opts).x
 
 
