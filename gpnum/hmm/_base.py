@@ -56,12 +56,10 @@ def _dirichlet_kl(w, w0):
 def _stationary(xp, A):
     """Stationary distribution of the row-stochastic (K, K) ``A``: ``p (I - A + 1 1^T) = 1``."""
     K = A.shape[0]
-    eye = xp.eye(K, dtype=A.dtype, device=device_of(A))
-    M = xp.matrix_transpose(eye - A) + 1.0
-    rhs = xp.ones((K, 1), dtype=A.dtype, device=device_of(A))
-    p = xp.linalg.solve(M, rhs)[:, 0]
-    floor = xp.full((), 1e-30, dtype=p.dtype, device=device_of(p))
-    p = xp.where(p > floor, p, floor)
+    dev = device_of(A)
+    M = (xp.eye(K, dtype=A.dtype, device=dev) + 1.0) - xp.matrix_transpose(A)
+    p = xp.linalg.solve(M, xp.ones((K, 1), dtype=A.dtype, device=dev))[:, 0]
+    p = xp.maximum(p, 1e-30)  # rounding can leave a rare state slightly negative
     return p / xp.sum(p)
 
 
@@ -156,8 +154,12 @@ class HMMBase:
 
     # ---------------------------------------------------------------- expectations
     def _expected_log_params(self):
-        return (_dirichlet_expected_log(self.posterior_["pi"]),
-                _dirichlet_expected_log(self.posterior_["A"]))
+        """``(E log pi (K,), E log A (K, K))``, as one Dirichlet expectation over the stacked
+        rows (one pass instead of two: an SVI step pays per array operation)."""
+        xp = get_namespace(self.posterior_["A"])
+        rows = _dirichlet_expected_log(
+            xp.concat([self.posterior_["pi"][None, :], self.posterior_["A"]], axis=0))
+        return rows[0, :], rows[1:, :]
 
     def _kl(self):
         """``KL(q(theta) || p(theta))`` of all global factors."""
@@ -353,35 +355,33 @@ class HMMBase:
         S = starts.shape[0] if num_subchains is None else num_subchains
         dev = device_of(starts)
         log_pi0, log_A = self._expected_log_params()
-        A_mean = xp.exp(log_A)
-        A_mean = A_mean / xp.sum(A_mean, axis=-1, keepdims=True)
+        # Expected log parameters are finite (digamma differences of positive weights); one
+        # global shift keeps the rows' relative weights and puts the largest entry at 1.
+        A = xp.exp(log_A - xp.max(log_A))
+        pi0 = xp.exp(log_pi0 - xp.max(log_pi0))
         # A subchain whose buffer does not reach the chain's start starts from the stationary
         # distribution of the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
-        stationary = _stationary(xp, A_mean)
+        stationary = _stationary(xp, A / xp.sum(A, axis=-1, keepdims=True))
         dtype = self.prior_["A"].dtype
         n_starts = float(T - L + 1)
-        # Batch factors (module docstring) of the interiors (S, L).
+        # Batch factors (module docstring) of the interiors (S, L): c_e(t) = min(t, T - L) -
+        # max(0, t - L + 1) + 1 = min(t + 1, T - t, L, T - L + 1) and, for the pair (t - 1, t),
+        # c_a(t) = min(t, T - t, L - 1, T - L + 1) (as minima: fewer operations than clips).
         steps_l = xp.arange(L, dtype=starts.dtype, device=dev)
         position = starts[:, None] + steps_l[None, :]
-        # c_e = min(t, T - L) - max(0, t - L + 1) + 1 (>= 1 for 0 <= t < T), written with
-        # where: it is cheaper than clip in array_api_compat's NumPy namespace.
-        zero = xp.zeros((), dtype=position.dtype, device=dev)
-        last = xp.full((), T - L, dtype=position.dtype, device=dev)
-        c_e = (xp.where(position < last, position, last)
-               - xp.where(position > L - 1, position - (L - 1), zero) + 1)
-        w_e = n_starts / (S * xp.astype(c_e, dtype))
-        pair = position[:, 1:] - 1  # the pair (t - 1, t) for t - 1 = pair
-        c_a = (xp.where(pair < last, pair, last)
-               - xp.where(pair > L - 2, pair - (L - 2), zero) + 1)
-        w_a = n_starts / (S * xp.astype(c_a, dtype))
+        to_end = T - position
+        c_e = xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1))
+        c_a = xp.minimum(xp.minimum(position[:, 1:], to_end[:, 1:]), min(L - 1, T - L + 1))
+        w_e = (n_starts / S) / xp.astype(c_e, dtype)
+        w_a = (n_starts / S) / xp.astype(c_a, dtype)
         post = subchain_posterior(
-            log_pi0, stationary, log_A, self._log_lik_function(), Y, starts, L,
+            pi0, stationary, A, self._log_lik_function(), Y, starts, L,
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
             max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))
         first = xp.astype(starts == 0, dtype) * (n_starts / S)  # only the chain's first state
         gamma = post.marginals  # (S, L, K)
-        stats = {"pi": xp.sum(first[:, None] * gamma[:, 0, :], axis=0), "A": post.pairwise}
+        stats = {"pi": xp.matmul(first, gamma[:, 0, :]), "A": post.pairwise}
         Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
         stats.update(self._emission_statistics(
             xp.reshape(gamma * w_e[..., None], (L * S, self.num_states)), Yint))

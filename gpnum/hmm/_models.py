@@ -211,27 +211,26 @@ class GaussianHMM(HMMBase):
     def _prepare_quadratic(self, m, S, weight, constant, factor=None):
         """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
         weight, constant)`` (Cholesky factors and inverses of the K scale matrices;
-        ``factor``: the Cholesky factors of ``S`` when already computed)."""
+        ``factor``: the Cholesky factors of ``S`` when already computed). Few array
+        operations: an SVI step pays this once, per operation rather than per flop."""
         xp = get_namespace(m)
         K, D = self.num_states, self.dim
         dev = device_of(m)
         centre = xp.mean(m, axis=0)
-        mc = m - centre
         if self.covariance == "full":
             L = xp.linalg.cholesky(S) if factor is None else factor  # (K, D, D)
             Linv = xp.linalg.inv(L)
-            # W[e, k D + d] = Linv_k[d, e]
-            W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))
-            offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
+            to_centre = Linv @ (centre - m)[:, :, None]  # -o_k as (K, D, 1)
         else:
             inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
-            W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype,
-                                                                         device=dev), (2, 0, 1)),
-                           (D, K * D))
-            offset = xp.reshape(inv_sd * mc, (K * D,))
-        block = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=m.dtype, device=dev)[:, None, :],
-                                           (K, D, K)), (K * D, K))
-        return centre, xp.concat([W, -offset[None, :]], axis=0), block * weight, constant
+            Linv = inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype, device=dev)
+            to_centre = (inv_sd * (centre - m))[:, :, None]
+        # [W; -o][e, k D + d] = [L_k^-1, -o_k][d, e]: one transposing copy
+        W = xp.reshape(xp.permute_dims(xp.concat([Linv, to_centre], axis=-1), (2, 0, 1)),
+                       (D + 1, K * D))
+        # block[k D + d, j] = weight_j [k = j]
+        block = xp.repeat(xp.eye(K, dtype=m.dtype, device=dev) * weight, D, axis=0)
+        return centre, W, block, constant
 
     def _apply_quadratic(self, Y, prepared):
         xp = get_namespace(Y)
@@ -268,14 +267,13 @@ class GaussianHMM(HMMBase):
         kappa, m, S, nu = self._standard()
         factor = get_namespace(S).linalg.cholesky(S) if self.covariance == "full" else None
         logdet_S = self._logdet(S, factor)
-        if self.covariance == "full":
-            # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi|
-            e_logdet = multidigamma(0.5 * nu, D) + D * math.log(2.0) - logdet_S
-        else:
-            # lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
-            # E lambda = a/b = nu / S.
-            e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
-        constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+        # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi| (full); for diagonal
+        # covariances lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
+        # E lambda = a/b = nu / S. The constant is 1/2 (E log|Lambda| - D log 2 pi - D / kappa),
+        # with the Python-float terms collected.
+        psi_sum = (multidigamma(0.5 * nu, D) if self.covariance == "full"
+                   else D * digamma(0.5 * nu))
+        constant = 0.5 * (psi_sum - logdet_S - D / kappa) + 0.5 * D * (math.log(2.0) - _LOG_2PI)
         return m, S, -0.5 * nu, constant, factor
 
     def _log_lik_function(self):
@@ -337,21 +335,31 @@ class GaussianHMM(HMMBase):
         return c, xp.stack(rows, axis=0)
 
     def _emission_statistics(self, weights, Y, features=None):
-        if features is None:
-            features = self._emission_features(Y)
-        c, Ft = features
-        xp = get_namespace(Y)
+        xp = get_namespace(weights)
         K, D = self.num_states, self.dim
-        moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
+        if features is None:
+            # A few rows (an SVI step's subchains): the features as (N, F) columns, in fewer
+            # array operations than the row-by-row layout of _emission_features (which is
+            # built for whole chains).
+            n = Y.shape[0]
+            c = xp.mean(Y, axis=0)
+            Yc = Y - c
+            second = (xp.reshape(Yc[:, :, None] * Yc[:, None, :], (n, D * D))
+                      if self.covariance == "full" else Yc * Yc)
+            ones = xp.ones((n, 1), dtype=Y.dtype, device=device_of(Y))
+            moments = xp.matrix_transpose(weights) @ xp.concat([ones, Yc, second], axis=1)
+        else:
+            c, Ft = features
+            moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
         N = moments[:, 0]
         hc = moments[:, 1:1 + D]
         h = hc + N[:, None] * c
+        # sum_t g_t y_t y_t^T = Qc + hc c^T + c hc^T + N c c^T = Qc + h c^T + c hc^T
         if self.covariance == "full":
-            Qc = xp.reshape(moments[:, 1 + D:], (K, D, D))
-            Q = (Qc + hc[:, :, None] * c[None, None, :] + c[None, :, None] * hc[:, None, :]
-                 + N[:, None, None] * (c[:, None] * c[None, :]))
+            Q = (xp.reshape(moments[:, 1 + D:], (K, D, D)) + h[:, :, None] * c[None, None, :]
+                 + c[None, :, None] * hc[:, None, :])
         else:
-            Q = moments[:, 1 + D:] + 2.0 * hc * c + N[:, None] * (c * c)
+            Q = moments[:, 1 + D:] + (h + hc) * c
         return {"kappa": N, "h": h, "Q": Q, "nu": N}
 
     def _emission_kl(self):

@@ -97,13 +97,13 @@ def _transfer_products(xp, M, steps, every=1):
 
 def _rescale_interval(xp, A):
     """Steps between rescalings of transfer products with step matrices ``diag(l) A`` (max
-    ``l`` = 1, entries of ``A`` at most 1): a step multiplies a product's sum by at most
-    ``K`` and, once the product has taken a step, by at least ``a / K`` with ``a = min A /
-    max A`` (the likeliest state receives at least that share of every row). ``m`` steps stay
-    in range while ``(a / K)^m`` and ``K^m`` do. One synchronisation."""
+    ``l`` = 1, largest entry of ``A`` 1): a step multiplies a product's sum by at most ``K``
+    and, once the product has taken a step, by at least ``a / K`` with ``a = min A`` (the
+    likeliest state receives at least that share of every row). ``m`` steps stay in range
+    while ``(a / K)^m`` and ``K^m`` do. One synchronisation."""
     K = max(A.shape[-1], 2)
     finfo = xp.finfo(A.dtype)
-    a = float(xp.min(A) / xp.max(A))
+    a = float(xp.min(A))
     if not a > 0.0:
         return 1
     # Keep the factors above sqrt(smallest normal) and below sqrt(max).
@@ -117,18 +117,19 @@ def _normalised(xp, u):
     return u / xp.where(total > 0.0, total, xp.ones_like(total))
 
 
-def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buffer, *,
+def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
                        transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
     ----------
-    log_pi0 : array (K,)
-        Log start weights of a buffer that reaches the chain's start.
+    pi0 : array (K,)
+        Start weights (any positive scale) of a buffer that reaches the chain's start.
     stationary : array (K,)
         Start distribution of one that does not.
-    log_A : array (K, K)
-        Expected log transition matrix.
+    A : array (K, K)
+        Transition weights ``exp(E log A)`` up to one global factor, scaled so that the
+        largest entry is 1.
     log_lik_of : callable
         ``Y[rows] (N, ...) -> (N, K)`` expected log likelihoods.
     Y : array (T, ...)
@@ -152,7 +153,7 @@ def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buf
     xp = get_namespace(starts)
     T = Y.shape[0]
     S = starts.shape[0]
-    K = log_A.shape[-1]
+    K = A.shape[-1]
     # The largest buffer any subchain can use (beyond it every buffer is cut at both ends).
     cover = int(xp.max(xp.stack([xp.max(starts), (T - L) - xp.min(starts)])))
     if buffer == "grow":
@@ -161,8 +162,8 @@ def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buf
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
-                   transition_weights, grow_tol, interior_matrices)
+    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, L, transition_weights,
+                   grow_tol, interior_matrices)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
     while True:
@@ -180,17 +181,15 @@ def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buf
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
-                 transition_weights, grow_tol, interior_matrices):
-        self.xp, self.log_A, self.log_lik_of, self.Y, self.starts, self.L = (
-            xp, log_A, log_lik_of, Y, starts, L)
+    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, L, transition_weights,
+                 grow_tol, interior_matrices):
+        self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
+            xp, A, log_lik_of, Y, starts, L)
         self.weights, self.grow_tol = transition_weights, grow_tol
         self.interior_matrices = interior_matrices
-        # One global shift of log_A keeps its rows' relative weights.
-        self.A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
-        self.pi0 = _normalised(xp, xp.exp(log_pi0 - _finite_or_zero(xp, xp.max(log_pi0))))
-        self.stationary = stationary
-        self.every = _rescale_interval(xp, self.A)
+        # The boundary vectors are normalised, so the start weights' scale is irrelevant.
+        self.pi0, self.stationary = pi0, stationary
+        self.every = _rescale_interval(xp, A)
 
     def score(self, n, rounds, previous, final):
         """Score the buffer lengths ``rounds`` (each <= n) from one transfer loop of ``n``
@@ -329,6 +328,6 @@ class _Context:
         xp, L = self.xp, self.L
         last = ll_int[:, L - 1:, :] + _safe_log(xp, beta_e)[:, None, :]
         ll = xp.concat([ll_int[:, :L - 1, :], last], axis=1) if L > 1 else last
-        fb = forward_backward(_safe_log(xp, v), self.log_A, ll,
+        fb = forward_backward(_safe_log(xp, v), _safe_log(xp, self.A), ll,
                               transition_weights=self.weights, check=False)
         return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b)
