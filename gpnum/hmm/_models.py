@@ -277,11 +277,23 @@ class GaussianHMM(HMMBase):
         return m, S, -0.5 * nu, constant, factor
 
     def _log_lik_function(self):
-        """:meth:`_expected_log_lik` with its parameter work done once (for many windows
-        under the same posterior, as SVI's growing buffers)."""
+        """:meth:`_expected_log_lik`, states first (K, N), with its parameter work done once
+        (for many windows under the same posterior, as SVI's growing buffers). Every array
+        below has the N rows as its last axis: NumPy broadcasts over a last axis of D or K
+        several times slower."""
         m, S, weight, constant, factor = self._expected_quadratic()
-        prepared = self._prepare_quadratic(m, S, weight, constant, factor)
-        return lambda Y: self._apply_quadratic(Y, prepared)
+        centre, W, block, constant = self._prepare_quadratic(m, S, weight, constant, factor)
+        xp = get_namespace(W)
+        D = self.dim
+        Wt = xp.matrix_transpose(W)  # (K D, D + 1): [L_k^-1, -o_k] stacked over k
+        linear, offset = Wt[:, :D], Wt[:, D:]
+        block_t, constant = xp.matrix_transpose(block), constant[:, None]
+
+        def log_lik(Y):
+            Z = linear @ (xp.matrix_transpose(Y) - centre[:, None]) + offset  # (K D, N)
+            return block_t @ (Z * Z) + constant
+
+        return log_lik
 
     def _quadratic_from_features(self, features, m, S, weight, constant):
         """:meth:`_quadratic` as one GEMM on the centred features ``F`` of
@@ -338,19 +350,9 @@ class GaussianHMM(HMMBase):
         xp = get_namespace(weights)
         K, D = self.num_states, self.dim
         if features is None:
-            # A few rows (an SVI step's subchains): the features as (N, F) columns, in fewer
-            # array operations than the row-by-row layout of _emission_features (which is
-            # built for whole chains).
-            n = Y.shape[0]
-            c = xp.mean(Y, axis=0)
-            Yc = Y - c
-            second = (xp.reshape(Yc[:, :, None] * Yc[:, None, :], (n, D * D))
-                      if self.covariance == "full" else Yc * Yc)
-            ones = xp.ones((n, 1), dtype=Y.dtype, device=device_of(Y))
-            moments = xp.matrix_transpose(weights) @ xp.concat([ones, Yc, second], axis=1)
-        else:
-            c, Ft = features
-            moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
+            features = self._emission_features(Y)
+        c, Ft = features
+        moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
         N = moments[:, 0]
         hc = moments[:, 1:1 + D]
         h = hc + N[:, None] * c
@@ -471,6 +473,13 @@ class CategoricalHMM(HMMBase):
         w = self.posterior_["B"]
         elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
         return xp.take(xp.matrix_transpose(elog), Y, axis=0)
+
+    def _log_lik_function(self):
+        """:meth:`_expected_log_lik`, states first (K, N), its digammas done once."""
+        w = self.posterior_["B"]
+        xp = get_namespace(w)
+        elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
+        return lambda Y: xp.take(elog, Y, axis=1)
 
     def _mean_log_lik(self, Y):
         xp = get_namespace(Y)

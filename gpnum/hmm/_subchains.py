@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.hmm._inference import _finite_or_zero, _row_max, _safe_log, forward_backward
+from gpnum.hmm._inference import _finite_or_zero, _safe_log, forward_backward
 
 __all__ = ["SubchainPosterior", "subchain_posterior"]
 
@@ -55,7 +55,7 @@ class SubchainPosterior:
         self.buffer = buffer
 
 
-def _transfer_products(xp, M, steps, every=1):
+def _transfer_products(xp, M, steps, n, every=1):
     """Transposed transfer products ``Z_k = V_k^T``: ``V_0 = I``, ``V_{k+1} = V_k diag(d_k)
     M_p``, that is ``Z_{k+1} = M_p^T diag(d_k) Z_k``, for every stacked sequence.
 
@@ -67,8 +67,11 @@ def _transfer_products(xp, M, steps, every=1):
     ----------
     M : array (P, K, K)
         One step matrix per sequence.
-    steps : array (P, K, n, S)
-        The row scales ``d_k`` (likelihoods, maximum 1 per step) of each sequence.
+    steps : array (P, K, m, S), m >= n
+        The row scales ``d_k`` (likelihoods, maximum 1 per step) of each sequence; the loop
+        uses the first ``n``.
+    n : int
+        The number of steps.
     every : int
         Rescale the products to sum one every this many steps (a product's scale is
         irrelevant to its users; the caller picks ``every`` so that nothing can under- or
@@ -79,7 +82,7 @@ def _transfer_products(xp, M, steps, every=1):
     array (n + 1, P, K, K, S)
         ``Z_k[p, j, i, s] = V_k[p, s][i, j]``, each up to a positive factor.
     """
-    P, K, n, S = steps.shape
+    P, K, _, S = steps.shape
     dev, dtype = device_of(steps), steps.dtype
     MT = xp.matrix_transpose(M)
     products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
@@ -112,11 +115,6 @@ def _rescale_interval(xp, A):
     return max(1, min(16, int(m)))
 
 
-def _normalised(xp, u):
-    total = xp.sum(u, axis=-1, keepdims=True)
-    return u / xp.where(total > 0.0, total, xp.ones_like(total))
-
-
 def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
                        transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
@@ -131,7 +129,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         Transition weights ``exp(E log A)`` up to one global factor, scaled so that the
         largest entry is 1.
     log_lik_of : callable
-        ``Y[rows] (N, ...) -> (N, K)`` expected log likelihoods.
+        ``Y[rows] (N, ...) -> (K, N)`` expected log likelihoods, states first.
     Y : array (T, ...)
         The chain.
     starts : array (S,)
@@ -205,93 +203,94 @@ class _Context:
         W = L + 2 * n
         # The window s - n .. e + n of every subchain, clipped at the chain's ends (clipped
         # rows are never used: a buffer stops at the ends).
-        offsets = xp.arange(W, dtype=starts.dtype, device=dev) - n
-        position = starts[:, None] + offsets[None, :]  # (S, W)
-        zero = xp.zeros((), dtype=position.dtype, device=dev)
-        end = xp.full((), T - 1, dtype=position.dtype, device=dev)
-        position = xp.where(position < zero, zero, xp.where(position > end, end, position))
+        position = starts[:, None] + xp.arange(-n, W - n, dtype=starts.dtype, device=dev)
+        position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
+        # States first, (K, S, W): NumPy broadcasts and reduces over a last axis as short as
+        # K several times slower.
         ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
-                        (S, W, K))
-        shift = _finite_or_zero(xp, _row_max(xp, ll))
-        lik = xp.exp(ll - shift[..., None])  # (S, W, K), maximum 1 per step
-        lik_t = xp.permute_dims(lik, (2, 1, 0))  # (K, W, S)
+                        (K, S, W))
+        shift = _finite_or_zero(xp, xp.max(ll, axis=0))
+        lik = xp.exp(ll - shift[None, ...])  # maximum 1 per step
+        lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
         ones = xp.ones((K, 1, S), dtype=lik.dtype, device=dev)
-        # Outward sequences: the left buffer (A^T, from s - 1 down) and the right buffer (A,
-        # from e + 1 up), whose first step has no likelihood (it enters the boundary vector
-        # below); with interior matrices also the interior forward (A, from s up) and
-        # backward (A^T, from e down).
+        # Row scales d_0 .. d_n of the outward sequences: the left buffer (A^T, from s - 1
+        # down) and the right buffer (A, from e + 1 up), whose first step has no likelihood
+        # (d_0 = 1: the likelihood at s or e is the interior's); with interior matrices also
+        # the interior forward (A, from s up) and backward (A^T, from e down). The loop uses
+        # d_0 .. d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
+        seqs = [xp.concat([ones, xp.flip(lik_t[:, :n, :], axis=1)], axis=1),
+                xp.concat([ones, lik_t[:, n + L:2 * n + L, :]], axis=1)]
         AT = xp.matrix_transpose(A)
-        seqs = [xp.concat([ones, xp.flip(lik_t[:, 1:n, :], axis=1)], axis=1)[:, :n, :],
-                xp.concat([ones, lik_t[:, n + L:2 * n + L - 1, :]], axis=1)[:, :n, :]]
         mats = [AT, A]
         if self.interior_matrices:
-            seqs += [lik_t[:, n:2 * n, :], xp.flip(lik_t[:, L:n + L, :], axis=1)]
+            seqs += [lik_t[:, n:2 * n + 1, :], xp.flip(lik_t[:, L - 1:n + L, :], axis=1)]
             mats += [A, AT]
-        out = _transfer_products(xp, xp.stack(mats), xp.stack(seqs), self.every)
+        steps = xp.stack(seqs)  # (P, K, n + 1, S)
+        out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
-        # The boundary vectors for every buffer length b <= n: V_b x_b with x_b the
-        # likelihood of the buffer's last step (none for b = 0), then one gather per round
-        # (R) and subchain.
-        bs = xp.arange(n + 1, dtype=starts.dtype, device=dev)
-        x = xp.concat([ones, xp.flip(lik_t[:, :n, :], axis=1)], axis=1)  # (K, n + 1, S)
-        # A buffer of b = s steps starts at the chain's start: from q(pi) there.
-        at_start = (bs[:, None] == starts[None, :])[None, ...]
-        x = x * xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
-        left = xp.sum(out[:, 0, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
-        x = xp.concat([ones, lik_t[:, n + L:2 * n + L, :]], axis=1)
-        right = xp.sum(out[:, 1, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
+        # The boundary vectors for every buffer length b <= n, both sides at once: V_b x_b
+        # with x_b = d_b times the start weights (left: q(pi) for a buffer of b = s steps,
+        # which starts at the chain's start, else the stationary distribution; right: 1).
+        at_start = (xp.arange(n + 1, dtype=starts.dtype, device=dev)[:, None]
+                    == starts[None, :])  # (n + 1, S)
+        start = xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
+        x = xp.stack([steps[0, ...] * start, steps[1, ...]])  # (2, K, n + 1, S)
+        ends = xp.sum(out[:, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                      axis=2)  # (n + 1, 2, K, S)
+        # One gather of the rounds' boundaries: side 0 (pred_s) at b_l = min(b, s), side 1
+        # (beta_e) at b_r = min(b, T - L - s) (each buffer stops at the chain's ends).
         R = len(rounds)
-        rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[:, None, None]
-        i_s = (xp.arange(K, dtype=starts.dtype, device=dev)[None, None, :] * S
-               + xp.arange(S, dtype=starts.dtype, device=dev)[None, :, None])  # (1, S, K)
-        bl = xp.minimum(rb, starts[None, :, None])  # each buffer stops at the chain's ends
-        br = xp.minimum(rb, (T - L) - starts[None, :, None])
-        v = xp.take(xp.reshape(left, (-1,)), xp.reshape(bl * (K * S) + i_s, (-1,)), axis=0)
-        v = _normalised(xp, xp.reshape(v, (R, S, K)))  # pred_s
-        beta_e = xp.take(xp.reshape(right, (-1,)), xp.reshape(br * (K * S) + i_s, (-1,)),
-                         axis=0)
-        beta_e = _normalised(xp, xp.reshape(beta_e, (R, S, K)))  # beta_e
+        rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[None, :, None]  # (1, R, 1)
+        b = xp.minimum(rb, xp.stack([starts, (T - L) - starts])[:, None, :])  # (2, R, S)
+        side_i_s = xp.reshape(xp.arange(2 * K * S, dtype=starts.dtype, device=dev),
+                              (2, 1, K, S))
+        index = b[:, :, None, :] * (2 * K * S) + side_i_s  # (2, R, K, S)
+        v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
+                       (2, R, K, S))
+        total = xp.sum(v, axis=2, keepdims=True)
+        v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
 
         if self.interior_matrices:
             # Layout (S, R, K, L): the sums over states then run over contiguous rows of L
             # (NumPy's reductions and broadcasts over a last axis of K are several times
             # slower).
-            lik_int = xp.permute_dims(lik[:, n:n + L, :], (0, 2, 1))  # (S, K, L)
-
-            def along(x, side):
-                """``x^T V_k`` for k < L, one GEMM per subchain: (S, R, K, L)."""
-                V = xp.reshape(xp.permute_dims(out[:L, side, ...], (3, 2, 1, 0)), (S, K, K * L))
-                return xp.reshape(xp.matmul(xp.permute_dims(x, (1, 0, 2)), V), (S, R, K, L))
-
-            pred = along(v, 2)
-            beta = xp.flip(along(beta_e, 3), axis=-1)
+            lik_int = xp.permute_dims(lik[:, :, n:n + L], (1, 0, 2))  # (S, K, L)
+            # x^T V_k for k < L, both sides in one batched GEMM (2 S of them):
+            # [pred; beta reversed] (2, S, R, K, L)
+            V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
+                           (2, S, K, K * L))
+            along = xp.reshape(xp.matmul(xp.permute_dims(v, (0, 3, 1, 2)), V),
+                               (2, S, R, K, L))
+            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)
             gamma = pred * lik_int[:, None, ...] * beta
             z = xp.sum(gamma, axis=-2)  # (S, R, L)
-            gamma = gamma / xp.where(z > 0.0, z, xp.ones_like(z))[:, :, None, :]
-            changes = []
+            # Host flags, one synchronisation: the change of each round from the one before
+            # (the first against ``previous``), then min and max of the normalisers (a zero,
+            # infinite or NaN one fails min > 0 or max < inf).
+            checks = [xp.stack([xp.min(z), xp.max(z)])]
+            z = xp.where(z > 0.0, z, 1.0)
+            gamma = gamma / z[:, :, None, :]
             if previous is not None:
-                changes.append(xp.max(xp.abs(gamma[:, 0, ...] - previous)))
+                checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
             if R > 1:
-                steps_r = xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]), axis=(0, 2, 3))
-                changes += [steps_r[r] for r in range(R - 1)]
-            ok = xp.astype(xp.all(z > 0.0) & xp.all(xp.isfinite(z)), gamma.dtype)
-            flags = [float(f) for f in xp.stack(changes + [ok])]  # one synchronisation
-            if flags[-1] > 0.0:
-                if previous is None:
-                    flags = [math.inf] + flags
-                r = self._accepted(flags[:-1], final)
+                checks.append(xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]),
+                                     axis=(0, 2, 3)))
+            flags = [float(f) for f in xp.concat(checks)]
+            if flags[0] > 0.0 and flags[1] < math.inf:
+                changes = flags[2:] if previous is not None else [math.inf] + flags[2:]
+                r = self._accepted(changes, final)
                 if r is None:
                     return None, gamma[:, R - 1, ...]
                 marginals = xp.permute_dims(gamma[:, r, ...], (0, 2, 1))  # (S, L, K)
-                return SubchainPosterior(marginals, self._pairwise(pred[:, r, ...], lik_int,
-                                                                   beta[:, r, ...]),
-                                         rounds[r]), None
+                return SubchainPosterior(marginals, self._pairwise(
+                    pred[:, r, ...], lik_int, beta[:, r, ...]), rounds[r]), None
+        v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
-        ll_int = ll[:, n:n + L, :]
+        ll_int = xp.permute_dims(ll[:, :, n:n + L], (1, 2, 0))  # (S, L, K)
         for r in range(R):
-            post = self._interior_forward_backward(v[r, ...], ll_int, beta_e[r, ...], rounds[r])
+            post = self._interior_forward_backward(v[0, r, ...], ll_int, v[1, r, ...], rounds[r])
             change = (None if previous is None else float(xp.max(xp.abs(
                 xp.permute_dims(post.marginals, (0, 2, 1)) - previous))))
             if (change is not None and change < self.grow_tol) or (final and r == R - 1):
@@ -309,7 +308,8 @@ class _Context:
 
     def _pairwise(self, pred, lik, beta):
         """``sum w_t xi_t`` over the interior pairs: ``xi_t(i, j) = a_{t-1}(i) A_ij b_t(j) /
-        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (S, K, L)."""
+        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (S, K, L). (Not the
+        marginals' normalisers: the transfer products' scales change at their rescalings.)"""
         xp, A = self.xp, self.A
         S, K, L = pred.shape
         N = S * (L - 1)
@@ -320,7 +320,7 @@ class _Context:
         a_prev = states_first(pred[..., :L - 1] * lik[..., :L - 1])
         b_next = states_first(lik[..., 1:] * beta[..., 1:])
         norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
-        coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, xp.ones_like(norm))
+        coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, 1.0)
         return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
 
     def _interior_forward_backward(self, v, ll_int, beta_e, b):
