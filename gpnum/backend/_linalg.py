@@ -17,6 +17,7 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
 __all__ = [
     "matmul",
+    "matmul_writer",
     "flat_dot",
     "lower_matmul",
     "cholesky",
@@ -87,6 +88,40 @@ def matmul(a, b):
     bt, tb = fortran(b)
     at, ta = fortran(a)
     return gemm(1.0, bt, at, trans_a=tb, trans_b=ta).T
+
+
+def matmul_writer(xp):
+    """A function ``write(out, index, a, b)`` that stores ``a @ b`` as ``out[index, ...]``.
+
+    The standard's ``matmul`` has no ``out`` argument, so a product stored into a preallocated
+    array costs a temporary and a copy. NumPy, CuPy and torch take ``out=`` and write the
+    product in place (``out[index, ...]`` is then a view of ``out``, which must be contiguous
+    there); other namespaces assign the item. ``out[index, ...]`` must have the product's shape
+    and dtype. Resolve the writer once, outside a loop: the dispatch costs more than a small
+    product.
+    """
+    if array_api_compat.is_numpy_namespace(xp):
+        import numpy as np
+
+        native = np.matmul
+    elif array_api_compat.is_cupy_namespace(xp):
+        import cupy
+
+        native = cupy.matmul
+    elif array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        native = torch.matmul
+    else:
+        def write(out, index, a, b):
+            out[index, ...] = a @ b
+
+        return write
+
+    def write_in_place(out, index, a, b):
+        native(a, b, out=out[index, ...])
+
+    return write_in_place
 
 
 def _matvec(xp, a, b):

@@ -54,13 +54,13 @@ def _dirichlet_kl(w, w0):
 
 
 def _stationary(xp, A):
-    """Stationary distribution of the row-stochastic (K, K) ``A``: ``p (I - A + 1 1^T) = 1``."""
+    """Stationary distribution of the row-stochastic (K, K) ``A``: ``p (I - A + 1 1^T) = 1``
+    (which makes ``sum p = 1``: multiply by ``1`` on the right and use ``A 1 = 1``)."""
     K = A.shape[0]
     dev = device_of(A)
     M = (xp.eye(K, dtype=A.dtype, device=dev) + 1.0) - xp.matrix_transpose(A)
     p = xp.linalg.solve(M, xp.ones((K, 1), dtype=A.dtype, device=dev))[:, 0]
-    p = xp.maximum(p, 1e-30)  # rounding can leave a rare state slightly negative
-    return p / xp.sum(p)
+    return xp.maximum(p, 1e-30)  # rounding can leave a rare state slightly negative
 
 
 class HMMBase:

@@ -264,9 +264,21 @@ class GaussianHMM(HMMBase):
         """``(m, S, weight, constant)`` of the expected log likelihood as a :meth:`_quadratic`,
         and the Cholesky factors of ``S`` (None for diagonal covariances)."""
         D = self.dim
-        kappa, m, S, nu = self._standard()
-        factor = get_namespace(S).linalg.cholesky(S) if self.covariance == "full" else None
-        logdet_S = self._logdet(S, factor)
+        w = self.posterior_
+        xp = get_namespace(w["kappa"])
+        kappa, nu = w["kappa"], w["nu"]
+        m = w["h"] / kappa[:, None]
+        if self.covariance == "full":
+            # Psi = Q - kappa m m^T, not symmetrised as in _standard: the Cholesky factor
+            # reads one triangle, and Psi enters only through it (here and in _quadratic's
+            # users) or through inv(Psi) of the float64 VB features.
+            S = w["Q"] - kappa[:, None, None] * (m[:, :, None] * m[:, None, :])
+            factor = xp.linalg.cholesky(S)
+            logdet_S = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(factor)), axis=-1)
+        else:
+            S = w["Q"] - kappa[:, None] * m * m
+            factor = None
+            logdet_S = xp.sum(xp.log(S), axis=-1)
         # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi| (full); for diagonal
         # covariances lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
         # E lambda = a/b = nu / S. The constant is 1/2 (E log|Lambda| - D log 2 pi - D / kappa),

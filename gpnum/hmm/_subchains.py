@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import device_of, get_namespace
-from gpnum.hmm._inference import _finite_or_zero, _safe_log, forward_backward
+from gpnum.backend import device_of, get_namespace, matmul_writer
+from gpnum.hmm._inference import _safe_log, forward_backward
 
 __all__ = ["SubchainPosterior", "subchain_posterior"]
 
@@ -85,17 +85,21 @@ def _transfer_products(xp, M, steps, n, every=1):
     P, K, _, S = steps.shape
     dev, dtype = device_of(steps), steps.dtype
     MT = xp.matrix_transpose(M)
-    products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
-    Z = xp.broadcast_to((xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None], (P, K, K, S))
-    products[0, ...] = Z
+    write = matmul_writer(xp)
+    # The GEMMs write straight into the (n + 1, P, K, K S) store (no temporary, no copy);
+    # each step reads its product back as (P, K, K, S) for the row scaling.
+    products = xp.empty((n + 1, P, K, K * S), dtype=dtype, device=dev)
+    eye = xp.eye(K, dtype=dtype, device=dev) / K
+    products[0, ...] = xp.reshape(xp.broadcast_to(eye[:, :, None], (P, K, K, S)), (P, K, K * S))
     for k in range(n):
-        Z = xp.reshape(xp.matmul(MT, xp.reshape(Z * steps[:, :, k:k + 1, :], (P, K, K * S))),
-                       (P, K, K, S))
+        Z = xp.reshape(products[k, ...], (P, K, K, S)) * steps[:, :, k:k + 1, :]
+        write(products, k + 1, MT, xp.reshape(Z, (P, K, K * S)))
         if (k + 1) % every == 0:
+            Z = xp.reshape(products[k + 1, ...], (P, K, K, S))
             total = xp.sum(Z, axis=(1, 2))  # (P, S)
-            Z = Z / xp.where(total > 0.0, total, xp.ones_like(total))[:, None, None, :]
-        products[k + 1, ...] = Z
-    return products
+            products[k + 1, ...] = xp.reshape(
+                Z / xp.where(total > 0.0, total, 1.0)[:, None, None, :], (P, K, K * S))
+    return xp.reshape(products, (n + 1, P, K, K, S))
 
 
 def _rescale_interval(xp, A):
@@ -153,7 +157,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     S = starts.shape[0]
     K = A.shape[-1]
     # The largest buffer any subchain can use (beyond it every buffer is cut at both ends).
-    cover = int(xp.max(xp.stack([xp.max(starts), (T - L) - xp.min(starts)])))
+    cover = int(xp.max(xp.maximum(starts, (T - L) - starts)))
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
         rounds = list(range(0, limit, grow_step)) + [limit]
@@ -209,7 +213,8 @@ class _Context:
         # K several times slower.
         ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
                         (K, S, W))
-        shift = _finite_or_zero(xp, xp.max(ll, axis=0))
+        shift = xp.max(ll, axis=0)
+        shift = xp.where(xp.isfinite(shift), shift, 0.0)
         lik = xp.exp(ll - shift[None, ...])  # maximum 1 per step
         lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
         ones = xp.ones((K, 1, S), dtype=lik.dtype, device=dev)
@@ -229,18 +234,20 @@ class _Context:
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
-        # The boundary vectors for every buffer length b <= n, both sides at once: V_b x_b
-        # with x_b = d_b times the start weights (left: q(pi) for a buffer of b = s steps,
-        # which starts at the chain's start, else the stationary distribution; right: 1).
-        at_start = (xp.arange(n + 1, dtype=starts.dtype, device=dev)[:, None]
-                    == starts[None, :])  # (n + 1, S)
+        # The boundary vectors for every buffer length b up to the largest round (no other is
+        # gathered below), both sides at once: V_b x_b with x_b = d_b times the start weights
+        # (left: q(pi) for a buffer of b = s steps, which starts at the chain's start, else the
+        # stationary distribution; right: 1).
+        R = len(rounds)
+        nb = rounds[R - 1] + 1
+        at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
+                    == starts[None, :])  # (nb, S)
         start = xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
-        x = xp.stack([steps[0, ...] * start, steps[1, ...]])  # (2, K, n + 1, S)
-        ends = xp.sum(out[:, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
-                      axis=2)  # (n + 1, 2, K, S)
+        x = xp.stack([steps[0, :, :nb, :] * start, steps[1, :, :nb, :]])  # (2, K, nb, S)
+        ends = xp.sum(out[:nb, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                      axis=2)  # (nb, 2, K, S)
         # One gather of the rounds' boundaries: side 0 (pred_s) at b_l = min(b, s), side 1
         # (beta_e) at b_r = min(b, T - L - s) (each buffer stops at the chain's ends).
-        R = len(rounds)
         rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[None, :, None]  # (1, R, 1)
         b = xp.minimum(rb, xp.stack([starts, (T - L) - starts])[:, None, :])  # (2, R, S)
         side_i_s = xp.reshape(xp.arange(2 * K * S, dtype=starts.dtype, device=dev),
