@@ -386,7 +386,8 @@ class HMMBase:
         gamma = post.marginals  # (S, L, K)
         stats = {"pi": xp.matmul(first, gamma[:, 0, :]), "A": post.pairwise}
         Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
-        # The weighted marginals states first (K, S L), passed as their (S L, K) transpose: the
+        # The weighted marginals states first (K, S L) (the local step's own layout: the
+        # permutation is a contiguous view), passed as their (S L, K) transpose: the
         # statistics are a GEMM either way, and NumPy scales a last axis of K several times
         # slower than one of L.
         weights = xp.reshape(xp.permute_dims(gamma, (2, 0, 1)) * w_e[None, ...],

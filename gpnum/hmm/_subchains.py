@@ -259,25 +259,26 @@ class _Context:
         v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
 
         if self.interior_matrices:
-            # Layout (S, R, K, L): the sums over states then run over contiguous rows of L
-            # (NumPy's reductions and broadcasts over a last axis of K are several times
-            # slower).
-            lik_int = xp.permute_dims(lik[:, :, n:n + L], (1, 0, 2))  # (S, K, L)
-            # x^T V_k for k < L, both sides in one batched GEMM (2 S of them):
-            # [pred; beta reversed] (2, S, R, K, L)
+            lik_int = lik[:, :, n:n + L]  # (K, S, L)
+            # x^T V_k for k < L, both sides in one batched GEMM (2 S of them), then one copy
+            # states first, (2, K, R, S, L): the sums over states then add contiguous slabs
+            # and the normalisations broadcast along the leading axis (NumPy reduces and
+            # broadcasts over a short inner axis several times slower).
             V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
                            (2, S, K, K * L))
             along = xp.reshape(xp.matmul(xp.permute_dims(v, (0, 3, 1, 2)), V),
                                (2, S, R, K, L))
-            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)
+            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
+                                          (2, K * R * S * L)), (2, K, R, S, L))
+            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
             gamma = pred * lik_int[:, None, ...] * beta
-            z = xp.sum(gamma, axis=-2)  # (S, R, L)
+            z = xp.sum(gamma, axis=0)  # (R, S, L)
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
             checks = [xp.stack([xp.min(z), xp.max(z)])]
             z = xp.where(z > 0.0, z, 1.0)
-            gamma = gamma / z[:, :, None, :]
+            gamma = gamma / z[None, ...]
             if previous is not None:
                 checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
             if R > 1:
@@ -289,7 +290,7 @@ class _Context:
                 r = self._accepted(changes, final)
                 if r is None:
                     return None, gamma[:, R - 1, ...]
-                marginals = xp.permute_dims(gamma[:, r, ...], (0, 2, 1))  # (S, L, K)
+                marginals = xp.permute_dims(gamma[:, r, ...], (1, 2, 0))  # (S, L, K)
                 return SubchainPosterior(marginals, self._pairwise(
                     pred[:, r, ...], lik_int, beta[:, r, ...]), rounds[r]), None
         v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
@@ -299,10 +300,10 @@ class _Context:
         for r in range(R):
             post = self._interior_forward_backward(v[0, r, ...], ll_int, v[1, r, ...], rounds[r])
             change = (None if previous is None else float(xp.max(xp.abs(
-                xp.permute_dims(post.marginals, (0, 2, 1)) - previous))))
+                xp.permute_dims(post.marginals, (2, 0, 1)) - previous))))
             if (change is not None and change < self.grow_tol) or (final and r == R - 1):
                 return post, None
-            previous = xp.permute_dims(post.marginals, (0, 2, 1))
+            previous = xp.permute_dims(post.marginals, (2, 0, 1))  # (K, S, L)
         return None, previous
 
     def _accepted(self, changes, final):
@@ -315,17 +316,15 @@ class _Context:
 
     def _pairwise(self, pred, lik, beta):
         """``sum w_t xi_t`` over the interior pairs: ``xi_t(i, j) = a_{t-1}(i) A_ij b_t(j) /
-        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (S, K, L). (Not the
-        marginals' normalisers: the transfer products' scales change at their rescalings.)"""
+        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (K, S, L), states
+        first. (Not the marginals' normalisers: the transfer products' scales change at their
+        rescalings.)"""
         xp, A = self.xp, self.A
-        S, K, L = pred.shape
+        K, S, L = pred.shape
         N = S * (L - 1)
-
-        def states_first(x):  # (S, K, L - 1) -> (K, S (L - 1)): the sums below are GEMMs
-            return xp.reshape(xp.permute_dims(x, (1, 0, 2)), (K, N))
-
-        a_prev = states_first(pred[..., :L - 1] * lik[..., :L - 1])
-        b_next = states_first(lik[..., 1:] * beta[..., 1:])
+        # (K, S, L - 1) products, fresh and contiguous: (K, S (L - 1)) for the GEMMs below
+        a_prev = xp.reshape(pred[..., :L - 1] * lik[..., :L - 1], (K, N))
+        b_next = xp.reshape(lik[..., 1:] * beta[..., 1:], (K, N))
         norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
         coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, 1.0)
         return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
