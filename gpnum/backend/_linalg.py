@@ -91,14 +91,15 @@ def matmul(a, b):
 
 
 def matmul_writer(xp):
-    """A function ``write(out, index, a, b)`` that stores ``a @ b`` as ``out[index, ...]``.
+    """A function ``write(out, index, a, b)`` that stores ``a @ b``, reshaped to the slot's
+    shape, as ``out[index, ...]``.
 
     The standard's ``matmul`` has no ``out`` argument, so a product stored into a preallocated
     array costs a temporary and a copy. NumPy, CuPy and torch take ``out=`` and write the
-    product in place (``out[index, ...]`` is then a view of ``out``, which must be contiguous
-    there); other namespaces assign the item. ``out[index, ...]`` must have the product's shape
-    and dtype. Resolve the writer once, outside a loop: the dispatch costs more than a small
-    product.
+    product in place, into a view of the slot with the product's shape (``out`` must be
+    contiguous, so that the slot's reshape is a view); other namespaces assign the item. The
+    product must have the slot's size and dtype. Resolve the writer once, outside a loop: the
+    dispatch costs more than a small product.
     """
     if array_api_compat.is_numpy_namespace(xp):
         import numpy as np
@@ -114,12 +115,12 @@ def matmul_writer(xp):
         native = torch.matmul
     else:
         def write(out, index, a, b):
-            out[index, ...] = a @ b
+            out[index, ...] = xp.reshape(a @ b, out.shape[1:])
 
         return write
 
     def write_in_place(out, index, a, b):
-        native(a, b, out=out[index, ...])
+        native(a, b, out=out[index, ...].reshape(a.shape[:-1] + b.shape[-1:]))
 
     return write_in_place
 

@@ -86,20 +86,17 @@ def _transfer_products(xp, M, steps, n, every=1):
     dev, dtype = device_of(steps), steps.dtype
     MT = xp.matrix_transpose(M)
     write = matmul_writer(xp)
-    # The GEMMs write straight into the (n + 1, P, K, K S) store (no temporary, no copy);
-    # each step reads its product back as (P, K, K, S) for the row scaling.
-    products = xp.empty((n + 1, P, K, K * S), dtype=dtype, device=dev)
-    eye = xp.eye(K, dtype=dtype, device=dev) / K
-    products[0, ...] = xp.reshape(xp.broadcast_to(eye[:, :, None], (P, K, K, S)), (P, K, K * S))
+    # The GEMMs (P, K, K) @ (P, K, K S) write straight into the store (no temporary, no copy).
+    products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
+    products[0, ...] = (xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None]
     for k in range(n):
-        Z = xp.reshape(products[k, ...], (P, K, K, S)) * steps[:, :, k:k + 1, :]
-        write(products, k + 1, MT, xp.reshape(Z, (P, K, K * S)))
+        write(products, k + 1, MT,
+              xp.reshape(products[k, ...] * steps[:, :, k:k + 1, :], (P, K, K * S)))
         if (k + 1) % every == 0:
-            Z = xp.reshape(products[k + 1, ...], (P, K, K, S))
-            total = xp.sum(Z, axis=(1, 2))  # (P, S)
-            products[k + 1, ...] = xp.reshape(
-                Z / xp.where(total > 0.0, total, 1.0)[:, None, None, :], (P, K, K * S))
-    return xp.reshape(products, (n + 1, P, K, K, S))
+            total = xp.sum(products[k + 1, ...], axis=(1, 2))  # (P, S)
+            products[k + 1, ...] = (products[k + 1, ...]
+                                    / xp.where(total > 0.0, total, 1.0)[:, None, None, :])
+    return products
 
 
 def _rescale_interval(xp, A):
