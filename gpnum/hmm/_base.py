@@ -37,12 +37,6 @@ __all__ = ["HMMBase"]
 _MAX_BUFFER_FACTOR = 50
 
 
-def _dirichlet_expected_log(w):
-    """``E[log p]`` under ``Dir(w)`` along the last axis."""
-    xp = get_namespace(w)
-    return digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))
-
-
 def _dirichlet_kl(w, w0):
     """``KL(Dir(w) || Dir(w0))`` along the last axis (summed over leading axes)."""
     xp = get_namespace(w)
@@ -59,7 +53,10 @@ def _stationary(xp, A):
     K = A.shape[0]
     dev = device_of(A)
     M = (xp.eye(K, dtype=A.dtype, device=dev) + 1.0) - xp.matrix_transpose(A)
-    p = xp.linalg.solve(M, xp.ones((K, 1), dtype=A.dtype, device=dev))[:, 0]
+    # p = M^-1 1 as the row sums of the inverse: NumPy's solve wraps the same LAPACK call in
+    # more Python (measured 2x the inverse's time within an SVI step); M is well conditioned
+    # (its condition number is about 1 / (1 - |lambda_2(A)|)).
+    p = xp.sum(xp.linalg.inv(M), axis=1)
     return xp.maximum(p, 1e-30)  # rounding can leave a rare state slightly negative
 
 
@@ -157,11 +154,12 @@ class HMMBase:
 
     # ---------------------------------------------------------------- expectations
     def _expected_log_params(self):
-        """``(E log pi (K,), E log A (K, K))``, as one Dirichlet expectation over the stacked
-        rows (one pass instead of two: an SVI step pays per array operation)."""
+        """``(E log pi (K,), E log A (K, K))`` under the Dirichlet factors, ``psi(w) -
+        psi(sum w)`` row by row, over the stacked rows of both (one pass instead of two: an
+        SVI step pays per array operation)."""
         xp = get_namespace(self.posterior_["A"])
-        rows = _dirichlet_expected_log(
-            xp.concat([self.posterior_["pi"][None, :], self.posterior_["A"]], axis=0))
+        w = xp.concat([self.posterior_["pi"][None, :], self.posterior_["A"]], axis=0)
+        rows = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))
         return rows[0, :], rows[1:, :]
 
     def _kl(self):

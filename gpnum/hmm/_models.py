@@ -216,7 +216,7 @@ class GaussianHMM(HMMBase):
         xp = get_namespace(m)
         K, D = self.num_states, self.dim
         dev = device_of(m)
-        centre = xp.mean(m, axis=0)
+        centre = xp.sum(m, axis=0) / K  # (xp.mean is several NumPy calls)
         if self.covariance == "full":
             L = xp.linalg.cholesky(S) if factor is None else factor  # (K, D, D)
             Linv = xp.linalg.inv(L)
@@ -350,13 +350,12 @@ class GaussianHMM(HMMBase):
         # One transposing copy (the reshape of the transposed view): every op below then
         # runs on contiguous (N,) rows, several times faster in NumPy than on (N, D) columns.
         Yt = xp.reshape(xp.reshape(xp.matrix_transpose(Y), (D * n,)), (D, n))
-        c = xp.mean(Yt, axis=1)
+        c = xp.sum(Yt, axis=1) / n  # (xp.mean is several NumPy calls)
         Yt = Yt - c[:, None]
-        rows = [Yt[i, :] for i in range(D)]
-        rows = [xp.ones((n,), dtype=Y.dtype, device=device_of(Y))] + rows + (
-            [rows[i] * rows[j] for i in range(D) for j in range(D)]
-            if self.covariance == "full" else [r * r for r in rows])
-        return c, xp.stack(rows, axis=0)
+        second = (xp.reshape(Yt[:, None, :] * Yt[None, :, :], (D * D, n))
+                  if self.covariance == "full" else Yt * Yt)
+        ones = xp.ones((1, n), dtype=Y.dtype, device=device_of(Y))
+        return c, xp.concat([ones, Yt, second], axis=0)
 
     def _emission_statistics(self, weights, Y, features=None):
         xp = get_namespace(weights)

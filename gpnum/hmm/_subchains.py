@@ -21,6 +21,7 @@ are needed, not the normaliser).
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from gpnum.backend import device_of, get_namespace, matmul_writer
@@ -168,7 +169,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     while True:
         if interior_matrices:
             n = max(n, L - 1)
-        usable = [b for b in rounds[scored:] if b <= n]
+        usable = rounds[scored:bisect.bisect_right(rounds, n)]  # rounds are sorted
         final = scored + len(usable) == len(rounds)
         post, previous = ctx.score(n, usable, previous, final)
         if post is not None:
