@@ -131,7 +131,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         Transition weights ``exp(E log A)`` up to one global factor, scaled so that the
         largest entry is 1.
     log_lik_of : callable
-        ``Y[rows] (N, ...) -> (K, N)`` expected log likelihoods, states first.
+        ``Y[rows] (N, ...) -> (K, N)`` expected log likelihoods (finite), states first.
     Y : array (T, ...)
         The chain.
     starts : array (S,)
@@ -154,16 +154,18 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     T = Y.shape[0]
     S = starts.shape[0]
     K = A.shape[-1]
-    # The largest buffer any subchain can use (beyond it every buffer is cut at both ends).
-    cover = int(xp.max(xp.maximum(starts, (T - L) - starts)))
+    # The first and last start (one synchronisation), and the largest buffer any subchain can
+    # use (beyond it every buffer is cut at both ends).
+    lo, hi = (int(v) for v in xp.stack([xp.min(starts), xp.max(starts)]))
+    cover = max(hi, T - L - lo)
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
         rounds = list(range(0, limit, grow_step)) + [limit]
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, L, transition_weights,
-                   grow_tol, interior_matrices)
+    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
+                   transition_weights, grow_tol, interior_matrices)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
     while True:
@@ -181,10 +183,11 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, L, transition_weights,
-                 grow_tol, interior_matrices):
+    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
+                 transition_weights, grow_tol, interior_matrices):
         self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
             xp, A, log_lik_of, Y, starts, L)
+        self.start_range = start_range  # (first, last) start, on the host
         self.weights, self.grow_tol = transition_weights, grow_tol
         self.interior_matrices = interior_matrices
         # The boundary vectors are normalised, so the start weights' scale is irrelevant.
@@ -202,31 +205,36 @@ class _Context:
         S = starts.shape[0]
         K = A.shape[-1]
         dev = device_of(starts)
-        W = L + 2 * n
-        # The window s - n .. e + n of every subchain, clipped at the chain's ends (clipped
-        # rows are never used: a buffer stops at the ends).
-        position = starts[:, None] + xp.arange(-n, W - n, dtype=starts.dtype, device=dev)
-        position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
+        lo, hi = self.start_range
+        R = len(rounds)
+        # The window s - h .. e + h of every subchain: the buffers need h = the largest round,
+        # the interior sequences n - (L - 1) steps beyond the interior.
+        h = max(rounds[R - 1], n - (L - 1)) if self.interior_matrices else rounds[R - 1]
+        W = L + 2 * h
+        position = starts[:, None] + xp.arange(-h, W - h, dtype=starts.dtype, device=dev)
+        if lo < h or hi > T - L - h:  # clipped at the chain's ends (rows a buffer never uses)
+            position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
         # States first, (K, S, W): NumPy broadcasts and reduces over a last axis as short as
-        # K several times slower.
+        # K several times slower. (Expected log likelihoods are finite.)
         ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
                         (K, S, W))
-        shift = xp.max(ll, axis=0)
-        shift = xp.where(xp.isfinite(shift), shift, 0.0)
-        lik = xp.exp(ll - shift[None, ...])  # maximum 1 per step
+        lik = xp.exp(ll - xp.max(ll, axis=0)[None, ...])  # maximum 1 per step
         lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
-        ones = xp.ones((K, 1, S), dtype=lik.dtype, device=dev)
         # Row scales d_0 .. d_n of the outward sequences: the left buffer (A^T, from s - 1
         # down) and the right buffer (A, from e + 1 up), whose first step has no likelihood
-        # (d_0 = 1: the likelihood at s or e is the interior's); with interior matrices also
-        # the interior forward (A, from s up) and backward (A^T, from e down). The loop uses
-        # d_0 .. d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
-        seqs = [xp.concat([ones, xp.flip(lik_t[:, :n, :], axis=1)], axis=1),
-                xp.concat([ones, lik_t[:, n + L:2 * n + L, :]], axis=1)]
+        # (d_0 = 1: the likelihood at s or e is the interior's) and whose scales beyond h are
+        # ones (the products there are never read); with interior matrices also the interior
+        # forward (A, from s up) and backward (A^T, from e down). The loop uses d_0 ..
+        # d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
+        ones = xp.ones((K, 1 + n - h, S), dtype=lik.dtype, device=dev)
+        seqs = [xp.concat([ones[:, :1, :], xp.flip(lik_t[:, :h, :], axis=1), ones[:, 1:, :]],
+                          axis=1),
+                xp.concat([ones[:, :1, :], lik_t[:, h + L:2 * h + L, :], ones[:, 1:, :]],
+                          axis=1)]
         AT = xp.matrix_transpose(A)
         mats = [AT, A]
         if self.interior_matrices:
-            seqs += [lik_t[:, n:2 * n + 1, :], xp.flip(lik_t[:, L - 1:n + L, :], axis=1)]
+            seqs += [lik_t[:, h:h + n + 1, :], xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)]
             mats += [A, AT]
         steps = xp.stack(seqs)  # (P, K, n + 1, S)
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
@@ -236,11 +244,13 @@ class _Context:
         # gathered below), both sides at once: V_b x_b with x_b = d_b times the start weights
         # (left: q(pi) for a buffer of b = s steps, which starts at the chain's start, else the
         # stationary distribution; right: 1).
-        R = len(rounds)
         nb = rounds[R - 1] + 1
-        at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
-                    == starts[None, :])  # (nb, S)
-        start = xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
+        if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
+            at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
+                        == starts[None, :])  # (nb, S)
+            start = xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
+        else:
+            start = self.stationary[:, None, None]
         x = xp.stack([steps[0, :, :nb, :] * start, steps[1, :, :nb, :]])  # (2, K, nb, S)
         ends = xp.sum(out[:nb, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
                       axis=2)  # (nb, 2, K, S)
@@ -257,7 +267,7 @@ class _Context:
         v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
 
         if self.interior_matrices:
-            lik_int = lik[:, :, n:n + L]  # (K, S, L)
+            lik_int = lik[:, :, h:h + L]  # (K, S, L)
             # x^T V_k for k < L, both sides in one batched GEMM (2 S of them), then one copy
             # states first, (2, K, R, S, L): the sums over states then add contiguous slabs
             # and the normalisations broadcast along the leading axis (NumPy reduces and
@@ -294,7 +304,7 @@ class _Context:
         v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
-        ll_int = xp.permute_dims(ll[:, :, n:n + L], (1, 2, 0))  # (S, L, K)
+        ll_int = xp.permute_dims(ll[:, :, h:h + L], (1, 2, 0))  # (S, L, K)
         for r in range(R):
             post = self._interior_forward_backward(v[0, r, ...], ll_int, v[1, r, ...], rounds[r])
             change = (None if previous is None else float(xp.max(xp.abs(
