@@ -428,9 +428,10 @@ def test_matmul_writer_stores_batched_products_in_place(xp, dtype, to_xp, tol):
     expected = store.copy()
     expected[2], expected[4] = a @ b, a @ b[..., ::-1]
     np.testing.assert_allclose(B.to_numpy(out), expected, rtol=10 * tol, atol=10 * tol)
-    # a slot of another shape and the same size: the product is stored in C order
+    # a slot of another shape and the same size, and an operand whose trailing axes are the
+    # columns: the product is stored in C order
     split = to_xp(store.reshape(5, 3, 4, 2, 3))
-    write(split, 1, to_xp(a), to_xp(b))
+    write(split, 1, to_xp(a), to_xp(b.reshape(3, 4, 3, 2)))
     expected = store.reshape(5, 3, 4, 2, 3).copy()
     expected[1] = (a @ b).reshape(3, 4, 2, 3)
     np.testing.assert_allclose(B.to_numpy(split), expected, rtol=10 * tol, atol=10 * tol)

@@ -380,9 +380,13 @@ class HMMBase:
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
             max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))
-        first = xp.astype(starts == 0, dtype) * (n_starts / S)  # only the chain's first state
         gamma = post.marginals  # (S, L, K)
-        stats = {"pi": xp.matmul(first, gamma[:, 0, :]), "A": post.pairwise}
+        if post.first_start == 0:  # only the subchain at the chain's start holds its state
+            first = xp.astype(starts == 0, dtype) * (n_starts / S)
+            pi = xp.matmul(first, gamma[:, 0, :])
+        else:
+            pi = xp.zeros((self.num_states,), dtype=dtype, device=dev)
+        stats = {"pi": pi, "A": post.pairwise}
         Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
         # The weighted marginals states first (K, S L) (the local step's own layout: the
         # permutation is a contiguous view), passed as their (S L, K) transpose: the

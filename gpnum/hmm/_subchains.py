@@ -48,12 +48,16 @@ class SubchainPosterior:
         transition weights.
     buffer : int
         The buffer length used.
+    first_start : int
+        The smallest subchain start (a host integer: whether any subchain holds the chain's
+        first state).
     """
 
-    def __init__(self, marginals, pairwise, buffer):
+    def __init__(self, marginals, pairwise, buffer, first_start):
         self.marginals = marginals
         self.pairwise = pairwise
         self.buffer = buffer
+        self.first_start = first_start
 
 
 def _transfer_products(xp, M, steps, n, every=1):
@@ -91,8 +95,7 @@ def _transfer_products(xp, M, steps, n, every=1):
     products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
     products[0, ...] = (xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None]
     for k in range(n):
-        write(products, k + 1, MT,
-              xp.reshape(products[k, ...] * steps[:, :, k:k + 1, :], (P, K, K * S)))
+        write(products, k + 1, MT, products[k, ...] * steps[:, :, k:k + 1, :])
         if (k + 1) % every == 0:
             total = xp.sum(products[k + 1, ...], axis=(1, 2))  # (P, S)
             products[k + 1, ...] = (products[k + 1, ...]
@@ -300,7 +303,7 @@ class _Context:
                     return None, gamma[:, R - 1, ...]
                 marginals = xp.permute_dims(gamma[:, r, ...], (1, 2, 0))  # (S, L, K)
                 return SubchainPosterior(marginals, self._pairwise(
-                    pred[:, r, ...], lik_int, beta[:, r, ...]), rounds[r]), None
+                    pred[:, r, ...], lik_int, beta[:, r, ...]), rounds[r], lo), None
         v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
@@ -344,4 +347,5 @@ class _Context:
         ll = xp.concat([ll_int[:, :L - 1, :], last], axis=1) if L > 1 else last
         fb = forward_backward(_safe_log(xp, v), _safe_log(xp, self.A), ll,
                               transition_weights=self.weights, check=False)
-        return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b)
+        return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b,
+                                 self.start_range[0])
