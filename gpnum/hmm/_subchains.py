@@ -243,29 +243,42 @@ class _Context:
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
-        # The boundary vectors for every buffer length b up to the largest round (no other is
-        # gathered below), both sides at once: V_b x_b with x_b = d_b times the start weights
-        # (left: q(pi) for a buffer of b = s steps, which starts at the chain's start, else the
-        # stationary distribution; right: 1).
+        # The boundary vectors of the rounds, both sides at once: V_b x_b with x_b = d_b times
+        # the start weights (left: q(pi) for a buffer of b = s steps, which starts at the
+        # chain's start, else the stationary distribution; right: 1), side 0 (pred_s) at
+        # b_l = min(b, s), side 1 (beta_e) at b_r = min(b, T - L - s) (each buffer stops at
+        # the chain's ends).
         nb = rounds[R - 1] + 1
-        if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
-            at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
-                        == starts[None, :])  # (nb, S)
-            start = xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
+        if nb <= lo and nb <= T - L - hi + 1:
+            # No buffer of this pass reaches an end (the usual case on a long chain): every
+            # boundary is at a round itself, so only the rounds' products are contracted.
+            at = xp.asarray(rounds, dtype=starts.dtype, device=dev)
+            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S)
+            x = xp.concat([x[:1, ...] * self.stationary[None, :, None, None], x[1:, ...]])
+            ends = xp.sum(xp.take(out[:, :2, ...], at, axis=0)
+                          * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                          axis=2)  # (R, 2, K, S)
+            v = xp.permute_dims(ends, (1, 0, 2, 3))
         else:
-            start = self.stationary[:, None, None]
-        x = xp.stack([steps[0, :, :nb, :] * start, steps[1, :, :nb, :]])  # (2, K, nb, S)
-        ends = xp.sum(out[:nb, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
-                      axis=2)  # (nb, 2, K, S)
-        # One gather of the rounds' boundaries: side 0 (pred_s) at b_l = min(b, s), side 1
-        # (beta_e) at b_r = min(b, T - L - s) (each buffer stops at the chain's ends).
-        rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[None, :, None]  # (1, R, 1)
-        b = xp.minimum(rb, xp.stack([starts, (T - L) - starts])[:, None, :])  # (2, R, S)
-        side_i_s = xp.reshape(xp.arange(2 * K * S, dtype=starts.dtype, device=dev),
-                              (2, 1, K, S))
-        index = b[:, :, None, :] * (2 * K * S) + side_i_s  # (2, R, K, S)
-        v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
-                       (2, R, K, S))
+            # Every buffer length up to the largest round, then one gather per round and
+            # subchain.
+            if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
+                at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
+                            == starts[None, :])  # (nb, S)
+                start = xp.where(at_start, self.pi0[:, None, None],
+                                 self.stationary[:, None, None])
+            else:
+                start = self.stationary[:, None, None]
+            x = xp.stack([steps[0, :, :nb, :] * start, steps[1, :, :nb, :]])  # (2, K, nb, S)
+            ends = xp.sum(out[:nb, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                          axis=2)  # (nb, 2, K, S)
+            rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[None, :, None]  # (1, R, 1)
+            b = xp.minimum(rb, xp.stack([starts, (T - L) - starts])[:, None, :])  # (2, R, S)
+            side_i_s = xp.reshape(xp.arange(2 * K * S, dtype=starts.dtype, device=dev),
+                                  (2, 1, K, S))
+            index = b[:, :, None, :] * (2 * K * S) + side_i_s  # (2, R, K, S)
+            v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
+                           (2, R, K, S))
         total = xp.sum(v, axis=2, keepdims=True)
         v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
 
@@ -287,7 +300,7 @@ class _Context:
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
-            checks = [xp.stack([xp.min(z), xp.max(z)])]
+            checks = [xp.min(z)[None], xp.max(z)[None]]  # (concat below: no stack)
             z = xp.where(z > 0.0, z, 1.0)
             gamma = gamma / z[None, ...]
             if previous is not None:
