@@ -208,28 +208,34 @@ class GaussianHMM(HMMBase):
         """
         return self._apply_quadratic(Y, self._prepare_quadratic(m, S, weight, constant))
 
-    def _prepare_quadratic(self, m, S, weight, constant, factor=None):
-        """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
-        weight, constant)`` (Cholesky factors and inverses of the K scale matrices;
-        ``factor``: the Cholesky factors of ``S`` when already computed). Few array
-        operations: an SVI step pays this once, per operation rather than per flop."""
+    def _whitening(self, m, S, factor=None):
+        """``(centre, Linv, to_centre)``: the mean of the state means (D,), the inverse
+        Cholesky factors ``L_k^-1`` (K, D, D) of the scale matrices (diagonal covariances:
+        ``diag(S_k)^-1/2``) and ``-o_k = L_k^-1 (centre - m_k)`` (K, D, 1), so that
+        ``L_k^-1 (y - m_k) = L_k^-1 (y - centre) - o_k`` (``factor``: the Cholesky factors of
+        ``S`` when already computed)."""
         xp = get_namespace(m)
         K, D = self.num_states, self.dim
-        dev = device_of(m)
         centre = xp.sum(m, axis=0) / K  # (xp.mean is several NumPy calls)
         if self.covariance == "full":
             L = xp.linalg.cholesky(S) if factor is None else factor  # (K, D, D)
             Linv = xp.linalg.inv(L)
-            to_centre = Linv @ (centre - m)[:, :, None]  # -o_k as (K, D, 1)
-        else:
-            inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
-            Linv = inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype, device=dev)
-            to_centre = (inv_sd * (centre - m))[:, :, None]
+            return centre, Linv, Linv @ (centre - m)[:, :, None]
+        inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
+        Linv = inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype, device=device_of(m))
+        return centre, Linv, (inv_sd * (centre - m))[:, :, None]
+
+    def _prepare_quadratic(self, m, S, weight, constant, factor=None):
+        """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
+        weight, constant)`` from :meth:`_whitening`."""
+        xp = get_namespace(m)
+        K, D = self.num_states, self.dim
+        centre, Linv, to_centre = self._whitening(m, S, factor)
         # [W; -o][e, k D + d] = [L_k^-1, -o_k][d, e]: one transposing copy
         W = xp.reshape(xp.permute_dims(xp.concat([Linv, to_centre], axis=-1), (2, 0, 1)),
                        (D + 1, K * D))
         # block[k D + d, j] = weight_j [k = j]
-        block = xp.repeat(xp.eye(K, dtype=m.dtype, device=dev) * weight, D, axis=0)
+        block = xp.repeat(xp.eye(K, dtype=m.dtype, device=device_of(m)) * weight, D, axis=0)
         return centre, W, block, constant
 
     def _apply_quadratic(self, Y, prepared):
@@ -294,12 +300,15 @@ class GaussianHMM(HMMBase):
         below has the N rows as its last axis: NumPy broadcasts over a last axis of D or K
         several times slower."""
         m, S, weight, constant, factor = self._expected_quadratic()
-        centre, W, block, constant = self._prepare_quadratic(m, S, weight, constant, factor)
-        xp = get_namespace(W)
-        D = self.dim
-        Wt = xp.matrix_transpose(W)  # (K D, D + 1): [L_k^-1, -o_k] stacked over k
-        linear, offset = Wt[:, :D], Wt[:, D:]
-        block_t, constant = xp.matrix_transpose(block), constant[:, None]
+        centre, Linv, to_centre = self._whitening(m, S, factor)
+        xp = get_namespace(Linv)
+        K, D = self.num_states, self.dim
+        # Z[k D + d] = (L_k^-1 (y - m_k))_d: rows of the factors, no copies
+        linear, offset = xp.reshape(Linv, (K * D, D)), xp.reshape(to_centre, (K * D, 1))
+        # block_t[j, k D + d] = weight_j [k = j]
+        block_t = xp.repeat(xp.eye(K, dtype=m.dtype, device=device_of(m)) * weight[:, None], D,
+                            axis=1)
+        constant = constant[:, None]
 
         def log_lik(Y):
             Z = linear @ (xp.matrix_transpose(Y) - centre[:, None]) + offset  # (K D, N)
