@@ -250,18 +250,23 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
     return stats, b
 
 
+@pytest.mark.parametrize("rescale", ["bound", "every 2 steps"])
 @pytest.mark.parametrize("where", ["ends", "inside"])
 @pytest.mark.parametrize("buffer", [0, 3, 11, "grow"])
 def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffer, where,
-                                                                 monkeypatch):
+                                                                 rescale, monkeypatch):
     """Every subchain's local step (transfer matrices for the buffers and the interior, all
     GrowBuf rounds scored at once) against the textbook per-window forward-backward, with
     starts at both ends of the chain (buffers cut there) and in between, or only well inside
-    it (the first rounds' windows need no clipping and no buffer starts from q(pi)); then the
-    same with the interior run as a forward-backward (the long-subchain path) instead of
+    it (the first rounds' windows need no clipping and no buffer starts from q(pi)); with
+    the products rescaled at the interval their range allows (beyond the interior here: the
+    pairs' normalisers are the marginals') or every 2 steps (within it: computed apart); then
+    the same with the interior run as a forward-backward (the long-subchain path) instead of
     matrices."""
     from gpnum.hmm import _subchains
 
+    if rescale != "bound":
+        monkeypatch.setattr(_subchains, "_rescale_interval", lambda xp, A: 2)
     rng = np.random.default_rng(31)
     T, L = 120, 8
     Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
