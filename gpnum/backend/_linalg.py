@@ -97,8 +97,8 @@ def matmul_writer(xp):
 
     The standard's ``matmul`` has no ``out`` argument, so a product stored into a preallocated
     array costs a temporary and a copy. NumPy, CuPy and torch take ``out=`` and write the
-    product in place, into a view of the slot with the product's shape (``out`` and ``b``
-    must be contiguous, so that their reshapes are views); other namespaces assign the item.
+    product in place, into a view of the slot with the product's shape (``out`` must be
+    contiguous, so that the slot's reshape is a view); other namespaces assign the item.
     The product must have the slot's size and dtype. Resolve the writer once, outside a
     loop: the dispatch costs more than a small product, and so does a namespace's reshape.
     """

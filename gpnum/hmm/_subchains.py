@@ -303,7 +303,7 @@ class _Context:
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
-            checks = [xp.min(z)[None], xp.max(z)[None]]  # (concat below: no stack)
+            checks = [xp.min(z)[None], xp.max(z)[None]]  # one concat below, no stack
             z = xp.where(z > 0.0, z, 1.0)
             gamma = gamma / z[None, ...]
             if previous is not None:
