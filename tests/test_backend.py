@@ -414,6 +414,29 @@ def test_lower_matmul_clears_unwritten_memory_holding_nan(monkeypatch, n1, n2):
     np.testing.assert_allclose(low, np.tril(a @ b), rtol=0, atol=1e-12 * np.abs(a @ b).max())
 
 
+def test_matmul_writer_stores_batched_products_in_place(xp, dtype, to_xp, tol):
+    """Batched products written into slots of a preallocated array (in place where the library
+    takes ``out=``, by item assignment elsewhere), reshaped to the slot's shape, equal NumPy's
+    products; other slots keep their values."""
+    rng = np.random.default_rng(15)
+    a, b = rng.standard_normal((3, 4, 4)), rng.standard_normal((3, 4, 6))
+    store = rng.standard_normal((5, 3, 4, 6))
+    out = to_xp(store)
+    write = B.matmul_writer(xp)
+    write(out, 2, to_xp(a), to_xp(b))
+    write(out, 4, to_xp(a), to_xp(b[..., ::-1].copy()))
+    expected = store.copy()
+    expected[2], expected[4] = a @ b, a @ b[..., ::-1]
+    np.testing.assert_allclose(B.to_numpy(out), expected, rtol=10 * tol, atol=10 * tol)
+    # a slot of another shape and the same size, and an operand whose trailing axes are the
+    # columns: the product is stored in C order
+    split = to_xp(store.reshape(5, 3, 4, 2, 3))
+    write(split, 1, to_xp(a), to_xp(b.reshape(3, 4, 3, 2)))
+    expected = store.reshape(5, 3, 4, 2, 3).copy()
+    expected[1] = (a @ b).reshape(3, 4, 2, 3)
+    np.testing.assert_allclose(B.to_numpy(split), expected, rtol=10 * tol, atol=10 * tol)
+
+
 def test_matmul_keeps_dtype_and_small_products():
     rng = np.random.default_rng(13)
     a32 = rng.standard_normal((400, 300)).astype(np.float32)

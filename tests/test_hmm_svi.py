@@ -250,22 +250,31 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
     return stats, b
 
 
+@pytest.mark.parametrize("rescale", ["bound", "every 2 steps"])
+@pytest.mark.parametrize("where", ["ends", "inside"])
 @pytest.mark.parametrize("buffer", [0, 3, 11, "grow"])
-def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffer,
-                                                                 monkeypatch):
+def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffer, where,
+                                                                 rescale, monkeypatch):
     """Every subchain's local step (transfer matrices for the buffers and the interior, all
     GrowBuf rounds scored at once) against the textbook per-window forward-backward, with
-    starts at both ends of the chain (buffers cut there) and in between; then the same with
-    the interior run as a forward-backward (the long-subchain path) instead of matrices."""
+    starts at both ends of the chain (buffers cut there) and in between, or only well inside
+    it (the first rounds' windows need no clipping and no buffer starts from q(pi)); with
+    the products rescaled at the interval their range allows (beyond the interior here: the
+    pairs' normalisers are the marginals') or every 2 steps (within it: computed apart); then
+    the same with the interior run as a forward-backward (the long-subchain path) instead of
+    matrices."""
     from gpnum.hmm import _subchains
 
+    if rescale != "bound":
+        monkeypatch.setattr(_subchains, "_rescale_interval", lambda xp, A: 2)
     rng = np.random.default_rng(31)
     T, L = 120, 8
     Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
     Yx = to64(Y)
     model = GaussianHMM(3, 2, seed=0)
     model.fit(Yx, max_iter=3)
-    starts = np.array([0, 1, 5, 37, 60, 100, 110, T - L - 1, T - L])
+    starts = (np.array([0, 1, 5, 37, 60, 100, 110, T - L - 1, T - L]) if where == "ends"
+              else np.array([37, 44, 60, 70]))
     reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, buffer,
                                                       grow_step=2, grow_tol=1e-4)
     for entries in (_subchains._TRANSFER_MAX_ENTRIES, 0):

@@ -16,6 +16,12 @@ def is_array(x) -> bool:
     return array_api_compat.is_array_api_obj(x) and type(x) not in (int, float, complex, bool)
 
 
+#: Namespace of a single array by its type (every library here maps a type to one namespace;
+#: JAX is left out: its float0 arrays take another). Lookups are per SVI step and per
+#: operator call, and array_api_compat's discovery costs several microseconds each.
+_NAMESPACE_OF_TYPE = {}
+
+
 def get_namespace(*arrays):
     """The array namespace shared by ``arrays`` (Python scalars and ``None`` are ignored).
 
@@ -24,17 +30,24 @@ def get_namespace(*arrays):
     TypeError
         If the arrays come from different libraries, or none of the arguments is an array.
     """
+    if len(arrays) == 1:
+        xp = _NAMESPACE_OF_TYPE.get(type(arrays[0]))
+        if xp is not None:
+            return xp
     arrs = [a for a in arrays if a is not None and is_array(a)]
     if not arrs:
         raise TypeError("get_namespace: expected at least one array argument, got none")
     try:
-        return array_api_compat.array_namespace(*arrs)
+        xp = array_api_compat.array_namespace(*arrs)
     except TypeError as exc:
         kinds = sorted({type(a).__module__.split(".")[0] + "." + type(a).__name__ for a in arrs})
         raise TypeError(
             f"arrays from different libraries cannot be mixed: got {', '.join(kinds)}. "
             "Convert them with gpnum.backend.asarray(x, like=...) first."
         ) from exc
+    if len(arrays) == 1 and len(arrs) == 1 and not array_api_compat.is_jax_array(arrs[0]):
+        _NAMESPACE_OF_TYPE[type(arrs[0])] = xp
+    return xp
 
 
 def device_of(x):

@@ -17,6 +17,7 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
 __all__ = [
     "matmul",
+    "matmul_writer",
     "flat_dot",
     "lower_matmul",
     "cholesky",
@@ -87,6 +88,44 @@ def matmul(a, b):
     bt, tb = fortran(b)
     at, ta = fortran(a)
     return gemm(1.0, bt, at, trans_a=tb, trans_b=ta).T
+
+
+def matmul_writer(xp):
+    """A function ``write(out, index, a, b)`` that stores the product of ``a`` (..., m, k) and
+    ``b`` (..., k, *rest), whose trailing axes are taken as one axis of columns, reshaped to
+    the slot's shape, as ``out[index, ...]``.
+
+    The standard's ``matmul`` has no ``out`` argument, so a product stored into a preallocated
+    array costs a temporary and a copy. NumPy, CuPy and torch take ``out=`` and write the
+    product in place, into a view of the slot with the product's shape (``out`` must be
+    contiguous, so that the slot's reshape is a view); other namespaces assign the item.
+    The product must have the slot's size and dtype. Resolve the writer once, outside a
+    loop: the dispatch costs more than a small product, and so does a namespace's reshape.
+    """
+    if array_api_compat.is_numpy_namespace(xp):
+        import numpy as np
+
+        native = np.matmul
+    elif array_api_compat.is_cupy_namespace(xp):
+        import cupy
+
+        native = cupy.matmul
+    elif array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        native = torch.matmul
+    else:
+        def write(out, index, a, b):
+            columns = xp.reshape(b, b.shape[:a.ndim - 1] + (-1,))
+            out[index, ...] = xp.reshape(a @ columns, out.shape[1:])
+
+        return write
+
+    def write_in_place(out, index, a, b):
+        columns = b.reshape(b.shape[:a.ndim - 1] + (-1,))
+        native(a, columns, out=out[index, ...].reshape(a.shape[:-1] + columns.shape[-1:]))
+
+    return write_in_place
 
 
 def _matvec(xp, a, b):

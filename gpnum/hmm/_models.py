@@ -208,30 +208,35 @@ class GaussianHMM(HMMBase):
         """
         return self._apply_quadratic(Y, self._prepare_quadratic(m, S, weight, constant))
 
-    def _prepare_quadratic(self, m, S, weight, constant, factor=None):
-        """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
-        weight, constant)`` (Cholesky factors and inverses of the K scale matrices;
-        ``factor``: the Cholesky factors of ``S`` when already computed)."""
+    def _whitening(self, m, S, factor=None):
+        """``(centre, Linv, to_centre)``: the mean of the state means (D,), the inverse
+        Cholesky factors ``L_k^-1`` (K, D, D) of the scale matrices (diagonal covariances:
+        ``diag(S_k)^-1/2``) and ``-o_k = L_k^-1 (centre - m_k)`` (K, D, 1), so that
+        ``L_k^-1 (y - m_k) = L_k^-1 (y - centre) - o_k`` (``factor``: the Cholesky factors of
+        ``S`` when already computed)."""
         xp = get_namespace(m)
         K, D = self.num_states, self.dim
-        dev = device_of(m)
-        centre = xp.mean(m, axis=0)
-        mc = m - centre
+        centre = xp.sum(m, axis=0) / K  # (xp.mean is several NumPy calls)
         if self.covariance == "full":
             L = xp.linalg.cholesky(S) if factor is None else factor  # (K, D, D)
             Linv = xp.linalg.inv(L)
-            # W[e, k D + d] = Linv_k[d, e]
-            W = xp.reshape(xp.permute_dims(Linv, (2, 0, 1)), (D, K * D))
-            offset = xp.reshape(xp.squeeze(Linv @ mc[:, :, None], axis=-1), (K * D,))
-        else:
-            inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
-            W = xp.reshape(xp.permute_dims(inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype,
-                                                                         device=dev), (2, 0, 1)),
-                           (D, K * D))
-            offset = xp.reshape(inv_sd * mc, (K * D,))
-        block = xp.reshape(xp.broadcast_to(xp.eye(K, dtype=m.dtype, device=dev)[:, None, :],
-                                           (K, D, K)), (K * D, K))
-        return centre, xp.concat([W, -offset[None, :]], axis=0), block * weight, constant
+            return centre, Linv, Linv @ (centre - m)[:, :, None]
+        inv_sd = 1.0 / xp.sqrt(S)  # (K, D)
+        Linv = inv_sd[:, :, None] * xp.eye(D, dtype=m.dtype, device=device_of(m))
+        return centre, Linv, (inv_sd * (centre - m))[:, :, None]
+
+    def _prepare_quadratic(self, m, S, weight, constant, factor=None):
+        """The data-independent part of :meth:`_quadratic`: ``(centre, [W; -o], block *
+        weight, constant)`` from :meth:`_whitening`."""
+        xp = get_namespace(m)
+        K, D = self.num_states, self.dim
+        centre, Linv, to_centre = self._whitening(m, S, factor)
+        # [W; -o][e, k D + d] = [L_k^-1, -o_k][d, e]: one transposing copy
+        W = xp.reshape(xp.permute_dims(xp.concat([Linv, to_centre], axis=-1), (2, 0, 1)),
+                       (D + 1, K * D))
+        # block[k D + d, j] = weight_j [k = j]
+        block = xp.repeat(xp.eye(K, dtype=m.dtype, device=device_of(m)) * weight, D, axis=0)
+        return centre, W, block, constant
 
     def _apply_quadratic(self, Y, prepared):
         xp = get_namespace(Y)
@@ -265,25 +270,51 @@ class GaussianHMM(HMMBase):
         """``(m, S, weight, constant)`` of the expected log likelihood as a :meth:`_quadratic`,
         and the Cholesky factors of ``S`` (None for diagonal covariances)."""
         D = self.dim
-        kappa, m, S, nu = self._standard()
-        factor = get_namespace(S).linalg.cholesky(S) if self.covariance == "full" else None
-        logdet_S = self._logdet(S, factor)
+        w = self.posterior_
+        xp = get_namespace(w["kappa"])
+        kappa, nu = w["kappa"], w["nu"]
+        m = w["h"] / kappa[:, None]
         if self.covariance == "full":
-            # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi|
-            e_logdet = multidigamma(0.5 * nu, D) + D * math.log(2.0) - logdet_S
+            # Psi = Q - kappa m m^T, not symmetrised as in _standard: the Cholesky factor
+            # reads one triangle, and Psi enters only through it (here and in _quadratic's
+            # users) or through inv(Psi) of the float64 VB features.
+            S = w["Q"] - kappa[:, None, None] * (m[:, :, None] * m[:, None, :])
+            factor = xp.linalg.cholesky(S)
+            logdet_S = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(factor)), axis=-1)
         else:
-            # lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
-            # E lambda = a/b = nu / S.
-            e_logdet = D * digamma(0.5 * nu) - (logdet_S - D * math.log(2.0))
-        constant = -0.5 * D * _LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
+            S = w["Q"] - kappa[:, None] * m * m
+            factor = None
+            logdet_S = xp.sum(xp.log(S), axis=-1)
+        # E log|Lambda| = sum_d psi((nu - d + 1)/2) + D log 2 - log|Psi| (full); for diagonal
+        # covariances lambda_d ~ Gamma(a, b), a = nu/2, b = S/2: E log lambda = psi(a) - log b,
+        # E lambda = a/b = nu / S. The constant is 1/2 (E log|Lambda| - D log 2 pi - D / kappa),
+        # with the Python-float terms collected.
+        psi_sum = (multidigamma(0.5 * nu, D) if self.covariance == "full"
+                   else D * digamma(0.5 * nu))
+        constant = 0.5 * (psi_sum - logdet_S - D / kappa) + 0.5 * D * (math.log(2.0) - _LOG_2PI)
         return m, S, -0.5 * nu, constant, factor
 
     def _log_lik_function(self):
-        """:meth:`_expected_log_lik` with its parameter work done once (for many windows
-        under the same posterior, as SVI's growing buffers)."""
+        """:meth:`_expected_log_lik`, states first (K, N), with its parameter work done once
+        (for many windows under the same posterior, as SVI's growing buffers). Every array
+        below has the N rows as its last axis: NumPy broadcasts over a last axis of D or K
+        several times slower."""
         m, S, weight, constant, factor = self._expected_quadratic()
-        prepared = self._prepare_quadratic(m, S, weight, constant, factor)
-        return lambda Y: self._apply_quadratic(Y, prepared)
+        centre, Linv, to_centre = self._whitening(m, S, factor)
+        xp = get_namespace(Linv)
+        K, D = self.num_states, self.dim
+        # Z[k D + d] = (L_k^-1 (y - m_k))_d: rows of the factors, no copies
+        linear, offset = xp.reshape(Linv, (K * D, D)), xp.reshape(to_centre, (K * D, 1))
+        # block_t[j, k D + d] = weight_j [k = j]
+        block_t = xp.repeat(xp.eye(K, dtype=m.dtype, device=device_of(m)) * weight[:, None], D,
+                            axis=1)
+        constant = constant[:, None]
+
+        def log_lik(Y):
+            Z = linear @ (xp.matrix_transpose(Y) - centre[:, None]) + offset  # (K D, N)
+            return block_t @ (Z * Z) + constant
+
+        return log_lik
 
     def _quadratic_from_features(self, features, m, S, weight, constant):
         """:meth:`_quadratic` as one GEMM on the centred features ``F`` of
@@ -328,30 +359,29 @@ class GaussianHMM(HMMBase):
         # One transposing copy (the reshape of the transposed view): every op below then
         # runs on contiguous (N,) rows, several times faster in NumPy than on (N, D) columns.
         Yt = xp.reshape(xp.reshape(xp.matrix_transpose(Y), (D * n,)), (D, n))
-        c = xp.mean(Yt, axis=1)
+        c = xp.sum(Yt, axis=1) / n  # (xp.mean is several NumPy calls)
         Yt = Yt - c[:, None]
-        rows = [Yt[i, :] for i in range(D)]
-        rows = [xp.ones((n,), dtype=Y.dtype, device=device_of(Y))] + rows + (
-            [rows[i] * rows[j] for i in range(D) for j in range(D)]
-            if self.covariance == "full" else [r * r for r in rows])
-        return c, xp.stack(rows, axis=0)
+        second = (xp.reshape(Yt[:, None, :] * Yt[None, :, :], (D * D, n))
+                  if self.covariance == "full" else Yt * Yt)
+        ones = xp.ones((1, n), dtype=Y.dtype, device=device_of(Y))
+        return c, xp.concat([ones, Yt, second], axis=0)
 
     def _emission_statistics(self, weights, Y, features=None):
+        xp = get_namespace(weights)
+        K, D = self.num_states, self.dim
         if features is None:
             features = self._emission_features(Y)
         c, Ft = features
-        xp = get_namespace(Y)
-        K, D = self.num_states, self.dim
         moments = xp.matrix_transpose(Ft @ weights)  # (K, F), about the data mean c
         N = moments[:, 0]
         hc = moments[:, 1:1 + D]
         h = hc + N[:, None] * c
+        # sum_t g_t y_t y_t^T = Qc + hc c^T + c hc^T + N c c^T = Qc + h c^T + c hc^T
         if self.covariance == "full":
-            Qc = xp.reshape(moments[:, 1 + D:], (K, D, D))
-            Q = (Qc + hc[:, :, None] * c[None, None, :] + c[None, :, None] * hc[:, None, :]
-                 + N[:, None, None] * (c[:, None] * c[None, :]))
+            Q = (xp.reshape(moments[:, 1 + D:], (K, D, D)) + h[:, :, None] * c[None, None, :]
+                 + c[None, :, None] * hc[:, None, :])
         else:
-            Q = moments[:, 1 + D:] + 2.0 * hc * c + N[:, None] * (c * c)
+            Q = moments[:, 1 + D:] + (h + hc) * c
         return {"kappa": N, "h": h, "Q": Q, "nu": N}
 
     def _emission_kl(self):
@@ -463,6 +493,13 @@ class CategoricalHMM(HMMBase):
         w = self.posterior_["B"]
         elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
         return xp.take(xp.matrix_transpose(elog), Y, axis=0)
+
+    def _log_lik_function(self):
+        """:meth:`_expected_log_lik`, states first (K, N), its digammas done once."""
+        w = self.posterior_["B"]
+        xp = get_namespace(w)
+        elog = digamma(w) - digamma(xp.sum(w, axis=-1, keepdims=True))  # (K, M)
+        return lambda Y: xp.take(elog, Y, axis=1)
 
     def _mean_log_lik(self, Y):
         xp = get_namespace(Y)

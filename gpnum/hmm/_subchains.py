@@ -21,10 +21,11 @@ are needed, not the normaliser).
 
 from __future__ import annotations
 
+import bisect
 import math
 
-from gpnum.backend import device_of, get_namespace
-from gpnum.hmm._inference import _finite_or_zero, _row_max, _safe_log, forward_backward
+from gpnum.backend import device_of, get_namespace, matmul_writer
+from gpnum.hmm._inference import _safe_log, forward_backward
 
 __all__ = ["SubchainPosterior", "subchain_posterior"]
 
@@ -47,15 +48,19 @@ class SubchainPosterior:
         transition weights.
     buffer : int
         The buffer length used.
+    first_start : int
+        The smallest subchain start (a host integer: whether any subchain holds the chain's
+        first state).
     """
 
-    def __init__(self, marginals, pairwise, buffer):
+    def __init__(self, marginals, pairwise, buffer, first_start):
         self.marginals = marginals
         self.pairwise = pairwise
         self.buffer = buffer
+        self.first_start = first_start
 
 
-def _transfer_products(xp, M, steps, every=1):
+def _transfer_products(xp, M, steps, n, every=1):
     """Transposed transfer products ``Z_k = V_k^T``: ``V_0 = I``, ``V_{k+1} = V_k diag(d_k)
     M_p``, that is ``Z_{k+1} = M_p^T diag(d_k) Z_k``, for every stacked sequence.
 
@@ -67,8 +72,11 @@ def _transfer_products(xp, M, steps, every=1):
     ----------
     M : array (P, K, K)
         One step matrix per sequence.
-    steps : array (P, K, n, S)
-        The row scales ``d_k`` (likelihoods, maximum 1 per step) of each sequence.
+    steps : array (P, K, m, S), m >= n
+        The row scales ``d_k`` (likelihoods, maximum 1 per step) of each sequence; the loop
+        uses the first ``n``.
+    n : int
+        The number of steps.
     every : int
         Rescale the products to sum one every this many steps (a product's scale is
         irrelevant to its users; the caller picks ``every`` so that nothing can under- or
@@ -79,58 +87,57 @@ def _transfer_products(xp, M, steps, every=1):
     array (n + 1, P, K, K, S)
         ``Z_k[p, j, i, s] = V_k[p, s][i, j]``, each up to a positive factor.
     """
-    P, K, n, S = steps.shape
+    P, K, _, S = steps.shape
     dev, dtype = device_of(steps), steps.dtype
     MT = xp.matrix_transpose(M)
+    write = matmul_writer(xp)
+    # The GEMMs (P, K, K) @ (P, K, K S) write straight into the store (no temporary, no copy).
     products = xp.empty((n + 1, P, K, K, S), dtype=dtype, device=dev)
-    Z = xp.broadcast_to((xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None], (P, K, K, S))
-    products[0, ...] = Z
+    products[0, ...] = (xp.eye(K, dtype=dtype, device=dev) / K)[:, :, None]
     for k in range(n):
-        Z = xp.reshape(xp.matmul(MT, xp.reshape(Z * steps[:, :, k:k + 1, :], (P, K, K * S))),
-                       (P, K, K, S))
+        write(products, k + 1, MT, products[k, ...] * steps[:, :, k:k + 1, :])
         if (k + 1) % every == 0:
-            total = xp.sum(Z, axis=(1, 2))  # (P, S)
-            Z = Z / xp.where(total > 0.0, total, xp.ones_like(total))[:, None, None, :]
-        products[k + 1, ...] = Z
+            total = xp.sum(products[k + 1, ...], axis=(1, 2))  # (P, S)
+            products[k + 1, ...] = (products[k + 1, ...]
+                                    / xp.where(total > 0.0, total, 1.0)[:, None, None, :])
     return products
 
 
 def _rescale_interval(xp, A):
     """Steps between rescalings of transfer products with step matrices ``diag(l) A`` (max
-    ``l`` = 1, entries of ``A`` at most 1): a step multiplies a product's sum by at most
-    ``K`` and, once the product has taken a step, by at least ``a / K`` with ``a = min A /
-    max A`` (the likeliest state receives at least that share of every row). ``m`` steps stay
-    in range while ``(a / K)^m`` and ``K^m`` do. One synchronisation."""
+    ``l`` = 1, largest entry of ``A`` 1): a step multiplies a product's sum by at most ``K``
+    and, once the product has taken a step, by at least ``a / K`` with ``a = min A`` (the
+    likeliest state receives at least that share of every row). ``m`` steps stay in range
+    while ``(a / K)^m`` and ``K^m`` do. One synchronisation."""
     K = max(A.shape[-1], 2)
     finfo = xp.finfo(A.dtype)
-    a = float(xp.min(A) / xp.max(A))
+    a = float(xp.min(A))
     if not a > 0.0:
         return 1
-    # Keep the factors above sqrt(smallest normal) and below sqrt(max).
+    # Keep the factors above sqrt(smallest normal) and below sqrt(max). (The bound is the
+    # limit; the cap only keeps a product from running unscaled for very long. A loop that
+    # ends before the interval rescales nothing: the L - 1 = 19 steps of L = 20 at K = 5 in
+    # float64 typically, 4 array operations fewer.)
     m = min(math.log(finfo.smallest_normal) / (2.0 * math.log(a / K)),
             math.log(finfo.max) / (2.0 * math.log(K)))
-    return max(1, min(16, int(m)))
+    return max(1, min(64, int(m)))
 
 
-def _normalised(xp, u):
-    total = xp.sum(u, axis=-1, keepdims=True)
-    return u / xp.where(total > 0.0, total, xp.ones_like(total))
-
-
-def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buffer, *,
+def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
                        transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
     ----------
-    log_pi0 : array (K,)
-        Log start weights of a buffer that reaches the chain's start.
+    pi0 : array (K,)
+        Start weights (any positive scale) of a buffer that reaches the chain's start.
     stationary : array (K,)
         Start distribution of one that does not.
-    log_A : array (K, K)
-        Expected log transition matrix.
+    A : array (K, K)
+        Transition weights ``exp(E log A)`` up to one global factor, scaled so that the
+        largest entry is 1.
     log_lik_of : callable
-        ``Y[rows] (N, ...) -> (N, K)`` expected log likelihoods.
+        ``Y[rows] (N, ...) -> (K, N)`` expected log likelihoods (finite), states first.
     Y : array (T, ...)
         The chain.
     starts : array (S,)
@@ -152,23 +159,25 @@ def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buf
     xp = get_namespace(starts)
     T = Y.shape[0]
     S = starts.shape[0]
-    K = log_A.shape[-1]
-    # The largest buffer any subchain can use (beyond it every buffer is cut at both ends).
-    cover = int(xp.max(xp.stack([xp.max(starts), (T - L) - xp.min(starts)])))
+    K = A.shape[-1]
+    # The first and last start (one synchronisation), and the largest buffer any subchain can
+    # use (beyond it every buffer is cut at both ends).
+    lo, hi = (int(v) for v in xp.stack([xp.min(starts), xp.max(starts)]))
+    cover = max(hi, T - L - lo)
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
         rounds = list(range(0, limit, grow_step)) + [limit]
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
+    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
                    transition_weights, grow_tol, interior_matrices)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
     while True:
         if interior_matrices:
             n = max(n, L - 1)
-        usable = [b for b in rounds[scored:] if b <= n]
+        usable = rounds[scored:bisect.bisect_right(rounds, n)]  # rounds are sorted
         final = scored + len(usable) == len(rounds)
         post, previous = ctx.score(n, usable, previous, final)
         if post is not None:
@@ -180,17 +189,16 @@ def subchain_posterior(log_pi0, stationary, log_A, log_lik_of, Y, starts, L, buf
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, log_pi0, stationary, log_A, log_lik_of, Y, starts, L,
+    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
                  transition_weights, grow_tol, interior_matrices):
-        self.xp, self.log_A, self.log_lik_of, self.Y, self.starts, self.L = (
-            xp, log_A, log_lik_of, Y, starts, L)
+        self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
+            xp, A, log_lik_of, Y, starts, L)
+        self.start_range = start_range  # (first, last) start, on the host
         self.weights, self.grow_tol = transition_weights, grow_tol
         self.interior_matrices = interior_matrices
-        # One global shift of log_A keeps its rows' relative weights.
-        self.A = xp.exp(log_A - _finite_or_zero(xp, xp.max(log_A)))
-        self.pi0 = _normalised(xp, xp.exp(log_pi0 - _finite_or_zero(xp, xp.max(log_pi0))))
-        self.stationary = stationary
-        self.every = _rescale_interval(xp, self.A)
+        # The boundary vectors are normalised, so the start weights' scale is irrelevant.
+        self.pi0, self.stationary = pi0, stationary
+        self.every = _rescale_interval(xp, A)
 
     def score(self, n, rounds, previous, final):
         """Score the buffer lengths ``rounds`` (each <= n) from one transfer loop of ``n``
@@ -203,101 +211,126 @@ class _Context:
         S = starts.shape[0]
         K = A.shape[-1]
         dev = device_of(starts)
-        W = L + 2 * n
-        # The window s - n .. e + n of every subchain, clipped at the chain's ends (clipped
-        # rows are never used: a buffer stops at the ends).
-        offsets = xp.arange(W, dtype=starts.dtype, device=dev) - n
-        position = starts[:, None] + offsets[None, :]  # (S, W)
-        zero = xp.zeros((), dtype=position.dtype, device=dev)
-        end = xp.full((), T - 1, dtype=position.dtype, device=dev)
-        position = xp.where(position < zero, zero, xp.where(position > end, end, position))
+        lo, hi = self.start_range
+        R = len(rounds)
+        # The window s - h .. e + h of every subchain: the buffers need h = the largest round,
+        # the interior sequences n - (L - 1) steps beyond the interior.
+        h = max(rounds[R - 1], n - (L - 1)) if self.interior_matrices else rounds[R - 1]
+        W = L + 2 * h
+        position = starts[:, None] + xp.arange(-h, W - h, dtype=starts.dtype, device=dev)
+        if lo < h or hi > T - L - h:  # clipped at the chain's ends (rows a buffer never uses)
+            position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
+        # States first, (K, S, W): NumPy broadcasts and reduces over a last axis as short as
+        # K several times slower. (Expected log likelihoods are finite.)
         ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
-                        (S, W, K))
-        shift = _finite_or_zero(xp, _row_max(xp, ll))
-        lik = xp.exp(ll - shift[..., None])  # (S, W, K), maximum 1 per step
-        lik_t = xp.permute_dims(lik, (2, 1, 0))  # (K, W, S)
-        ones = xp.ones((K, 1, S), dtype=lik.dtype, device=dev)
-        # Outward sequences: the left buffer (A^T, from s - 1 down) and the right buffer (A,
-        # from e + 1 up), whose first step has no likelihood (it enters the boundary vector
-        # below); with interior matrices also the interior forward (A, from s up) and
-        # backward (A^T, from e down).
+                        (K, S, W))
+        lik = xp.exp(ll - xp.max(ll, axis=0)[None, ...])  # maximum 1 per step
+        lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
+        # Row scales d_0 .. d_n of the outward sequences: the left buffer (A^T, from s - 1
+        # down) and the right buffer (A, from e + 1 up), whose first step has no likelihood
+        # (d_0 = 1: the likelihood at s or e is the interior's) and whose scales beyond h are
+        # ones (the products there are never read); with interior matrices also the interior
+        # forward (A, from s up) and backward (A^T, from e down). The loop uses d_0 ..
+        # d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
+        ones = xp.ones((K, 1 + n - h, S), dtype=lik.dtype, device=dev)
+        seqs = [xp.concat([ones[:, :1, :], xp.flip(lik_t[:, :h, :], axis=1), ones[:, 1:, :]],
+                          axis=1),
+                xp.concat([ones[:, :1, :], lik_t[:, h + L:2 * h + L, :], ones[:, 1:, :]],
+                          axis=1)]
         AT = xp.matrix_transpose(A)
-        seqs = [xp.concat([ones, xp.flip(lik_t[:, 1:n, :], axis=1)], axis=1)[:, :n, :],
-                xp.concat([ones, lik_t[:, n + L:2 * n + L - 1, :]], axis=1)[:, :n, :]]
         mats = [AT, A]
         if self.interior_matrices:
-            seqs += [lik_t[:, n:2 * n, :], xp.flip(lik_t[:, L:n + L, :], axis=1)]
+            seqs += [lik_t[:, h:h + n + 1, :], xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)]
             mats += [A, AT]
-        out = _transfer_products(xp, xp.stack(mats), xp.stack(seqs), self.every)
+        steps = xp.stack(seqs)  # (P, K, n + 1, S)
+        out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
-        # The boundary vectors for every buffer length b <= n: V_b x_b with x_b the
-        # likelihood of the buffer's last step (none for b = 0), then one gather per round
-        # (R) and subchain.
-        bs = xp.arange(n + 1, dtype=starts.dtype, device=dev)
-        x = xp.concat([ones, xp.flip(lik_t[:, :n, :], axis=1)], axis=1)  # (K, n + 1, S)
-        # A buffer of b = s steps starts at the chain's start: from q(pi) there.
-        at_start = (bs[:, None] == starts[None, :])[None, ...]
-        x = x * xp.where(at_start, self.pi0[:, None, None], self.stationary[:, None, None])
-        left = xp.sum(out[:, 0, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
-        x = xp.concat([ones, lik_t[:, n + L:2 * n + L, :]], axis=1)
-        right = xp.sum(out[:, 1, ...] * xp.permute_dims(x, (1, 0, 2))[:, :, None, :], axis=1)
-        R = len(rounds)
-        rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[:, None, None]
-        i_s = (xp.arange(K, dtype=starts.dtype, device=dev)[None, None, :] * S
-               + xp.arange(S, dtype=starts.dtype, device=dev)[None, :, None])  # (1, S, K)
-        bl = xp.minimum(rb, starts[None, :, None])  # each buffer stops at the chain's ends
-        br = xp.minimum(rb, (T - L) - starts[None, :, None])
-        v = xp.take(xp.reshape(left, (-1,)), xp.reshape(bl * (K * S) + i_s, (-1,)), axis=0)
-        v = _normalised(xp, xp.reshape(v, (R, S, K)))  # pred_s
-        beta_e = xp.take(xp.reshape(right, (-1,)), xp.reshape(br * (K * S) + i_s, (-1,)),
-                         axis=0)
-        beta_e = _normalised(xp, xp.reshape(beta_e, (R, S, K)))  # beta_e
+        # The boundary vectors of the rounds, both sides at once: V_b x_b with x_b = d_b times
+        # the start weights (left: q(pi) for a buffer of b = s steps, which starts at the
+        # chain's start, else the stationary distribution; right: 1), side 0 (pred_s) at
+        # b_l = min(b, s), side 1 (beta_e) at b_r = min(b, T - L - s) (each buffer stops at
+        # the chain's ends).
+        nb = rounds[R - 1] + 1
+        if nb <= lo and nb <= T - L - hi + 1:
+            # No buffer of this pass reaches an end (the usual case on a long chain): every
+            # boundary is at a round itself, so only the rounds' products are contracted.
+            at = xp.asarray(rounds, dtype=starts.dtype, device=dev)
+            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S)
+            x = xp.concat([x[:1, ...] * self.stationary[None, :, None, None], x[1:, ...]])
+            ends = xp.sum(xp.take(out[:, :2, ...], at, axis=0)
+                          * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                          axis=2)  # (R, 2, K, S)
+            v = xp.permute_dims(ends, (1, 0, 2, 3))
+        else:
+            # Every buffer length up to the largest round, then one gather per round and
+            # subchain.
+            if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
+                at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
+                            == starts[None, :])  # (nb, S)
+                start = xp.where(at_start, self.pi0[:, None, None],
+                                 self.stationary[:, None, None])
+            else:
+                start = self.stationary[:, None, None]
+            x = xp.stack([steps[0, :, :nb, :] * start, steps[1, :, :nb, :]])  # (2, K, nb, S)
+            ends = xp.sum(out[:nb, :2, ...] * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                          axis=2)  # (nb, 2, K, S)
+            rb = xp.asarray(rounds, dtype=starts.dtype, device=dev)[None, :, None]  # (1, R, 1)
+            b = xp.minimum(rb, xp.stack([starts, (T - L) - starts])[:, None, :])  # (2, R, S)
+            side_i_s = xp.reshape(xp.arange(2 * K * S, dtype=starts.dtype, device=dev),
+                                  (2, 1, K, S))
+            index = b[:, :, None, :] * (2 * K * S) + side_i_s  # (2, R, K, S)
+            v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
+                           (2, R, K, S))
+        total = xp.sum(v, axis=2, keepdims=True)
+        v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
 
         if self.interior_matrices:
-            # Layout (S, R, K, L): the sums over states then run over contiguous rows of L
-            # (NumPy's reductions and broadcasts over a last axis of K are several times
-            # slower).
-            lik_int = xp.permute_dims(lik[:, n:n + L, :], (0, 2, 1))  # (S, K, L)
-
-            def along(x, side):
-                """``x^T V_k`` for k < L, one GEMM per subchain: (S, R, K, L)."""
-                V = xp.reshape(xp.permute_dims(out[:L, side, ...], (3, 2, 1, 0)), (S, K, K * L))
-                return xp.reshape(xp.matmul(xp.permute_dims(x, (1, 0, 2)), V), (S, R, K, L))
-
-            pred = along(v, 2)
-            beta = xp.flip(along(beta_e, 3), axis=-1)
+            lik_int = lik[:, :, h:h + L]  # (K, S, L)
+            # x^T V_k for k < L, both sides in one batched GEMM (2 S of them), then one copy
+            # states first, (2, K, R, S, L): the sums over states then add contiguous slabs
+            # and the normalisations broadcast along the leading axis (NumPy reduces and
+            # broadcasts over a short inner axis several times slower).
+            V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
+                           (2, S, K, K * L))
+            along = xp.reshape(xp.matmul(xp.permute_dims(v, (0, 3, 1, 2)), V),
+                               (2, S, R, K, L))
+            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
+                                          (2, K * R * S * L)), (2, K, R, S, L))
+            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
             gamma = pred * lik_int[:, None, ...] * beta
-            z = xp.sum(gamma, axis=-2)  # (S, R, L)
-            gamma = gamma / xp.where(z > 0.0, z, xp.ones_like(z))[:, :, None, :]
-            changes = []
+            z = xp.sum(gamma, axis=0)  # (R, S, L)
+            # Host flags, one synchronisation: the change of each round from the one before
+            # (the first against ``previous``), then min and max of the normalisers (a zero,
+            # infinite or NaN one fails min > 0 or max < inf).
+            checks = [xp.min(z)[None], xp.max(z)[None]]  # one concat below, no stack
+            z = xp.where(z > 0.0, z, 1.0)
+            gamma = gamma / z[None, ...]
             if previous is not None:
-                changes.append(xp.max(xp.abs(gamma[:, 0, ...] - previous)))
+                checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
             if R > 1:
-                steps_r = xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]), axis=(0, 2, 3))
-                changes += [steps_r[r] for r in range(R - 1)]
-            ok = xp.astype(xp.all(z > 0.0) & xp.all(xp.isfinite(z)), gamma.dtype)
-            flags = [float(f) for f in xp.stack(changes + [ok])]  # one synchronisation
-            if flags[-1] > 0.0:
-                if previous is None:
-                    flags = [math.inf] + flags
-                r = self._accepted(flags[:-1], final)
+                checks.append(xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]),
+                                     axis=(0, 2, 3)))
+            flags = [float(f) for f in xp.concat(checks)]
+            if flags[0] > 0.0 and flags[1] < math.inf:
+                changes = flags[2:] if previous is not None else [math.inf] + flags[2:]
+                r = self._accepted(changes, final)
                 if r is None:
                     return None, gamma[:, R - 1, ...]
-                marginals = xp.permute_dims(gamma[:, r, ...], (0, 2, 1))  # (S, L, K)
-                return SubchainPosterior(marginals, self._pairwise(pred[:, r, ...], lik_int,
-                                                                   beta[:, r, ...]),
-                                         rounds[r]), None
+                marginals = xp.permute_dims(gamma[:, r, ...], (1, 2, 0))  # (S, L, K)
+                return SubchainPosterior(marginals, self._pairwise(
+                    pred[:, r, ...], lik_int, beta[:, r, ...], z[r, ...]), rounds[r], lo), None
+        v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
-        ll_int = ll[:, n:n + L, :]
+        ll_int = xp.permute_dims(ll[:, :, h:h + L], (1, 2, 0))  # (S, L, K)
         for r in range(R):
-            post = self._interior_forward_backward(v[r, ...], ll_int, beta_e[r, ...], rounds[r])
+            post = self._interior_forward_backward(v[0, r, ...], ll_int, v[1, r, ...], rounds[r])
             change = (None if previous is None else float(xp.max(xp.abs(
-                xp.permute_dims(post.marginals, (0, 2, 1)) - previous))))
+                xp.permute_dims(post.marginals, (2, 0, 1)) - previous))))
             if (change is not None and change < self.grow_tol) or (final and r == R - 1):
                 return post, None
-            previous = xp.permute_dims(post.marginals, (0, 2, 1))
+            previous = xp.permute_dims(post.marginals, (2, 0, 1))  # (K, S, L)
         return None, previous
 
     def _accepted(self, changes, final):
@@ -308,20 +341,23 @@ class _Context:
                 return r
         return len(changes) - 1 if final else None
 
-    def _pairwise(self, pred, lik, beta):
+    def _pairwise(self, pred, lik, beta, z):
         """``sum w_t xi_t`` over the interior pairs: ``xi_t(i, j) = a_{t-1}(i) A_ij b_t(j) /
-        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (S, K, L)."""
+        (a_{t-1}^T A b_t)`` with ``a = pred * lik``, ``b = lik * beta`` (K, S, L), states
+        first. ``z`` (S, L) are the marginals' normalisers ``sum(pred_t * b_t)`` (zeros
+        replaced by ones): ``pred_t = a_{t-1}^T A``, so they are the pairs' normalisers too
+        unless the transfer products were rescaled between two interior steps."""
         xp, A = self.xp, self.A
-        S, K, L = pred.shape
+        K, S, L = pred.shape
         N = S * (L - 1)
-
-        def states_first(x):  # (S, K, L - 1) -> (K, S (L - 1)): the sums below are GEMMs
-            return xp.reshape(xp.permute_dims(x, (1, 0, 2)), (K, N))
-
-        a_prev = states_first(pred[..., :L - 1] * lik[..., :L - 1])
-        b_next = states_first(lik[..., 1:] * beta[..., 1:])
-        norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
-        coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, xp.ones_like(norm))
+        # (K, S, L - 1) products, fresh and contiguous: (K, S (L - 1)) for the GEMMs below
+        a_prev = xp.reshape(pred[..., :L - 1] * lik[..., :L - 1], (K, N))
+        b_next = xp.reshape(lik[..., 1:] * beta[..., 1:], (K, N))
+        if self.every >= L:  # no rescaling within the interior's products
+            coef = xp.reshape(self.weights / z[:, 1:], (N,))
+        else:
+            norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
+            coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, 1.0)
         return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
 
     def _interior_forward_backward(self, v, ll_int, beta_e, b):
@@ -329,6 +365,7 @@ class _Context:
         xp, L = self.xp, self.L
         last = ll_int[:, L - 1:, :] + _safe_log(xp, beta_e)[:, None, :]
         ll = xp.concat([ll_int[:, :L - 1, :], last], axis=1) if L > 1 else last
-        fb = forward_backward(_safe_log(xp, v), self.log_A, ll,
+        fb = forward_backward(_safe_log(xp, v), _safe_log(xp, self.A), ll,
                               transition_weights=self.weights, check=False)
-        return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b)
+        return SubchainPosterior(fb.marginals, xp.sum(fb.pairwise, axis=0), b,
+                                 self.start_range[0])
