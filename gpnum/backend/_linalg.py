@@ -106,14 +106,23 @@ def matmul_writer(xp):
         import numpy as np
 
         native = np.matmul
+
+        def contiguous(x):
+            return x.flags.c_contiguous
     elif array_api_compat.is_cupy_namespace(xp):
         import cupy
 
         native = cupy.matmul
+
+        def contiguous(x):
+            return x.flags.c_contiguous
     elif array_api_compat.is_torch_namespace(xp):
         import torch
 
         native = torch.matmul
+
+        def contiguous(x):
+            return x.is_contiguous()
     else:
         def write(out, index, a, b):
             columns = xp.reshape(b, b.shape[:a.ndim - 1] + (-1,))
@@ -122,6 +131,9 @@ def matmul_writer(xp):
         return write
 
     def write_in_place(out, index, a, b):
+        # A strided out would make the slot's reshape a copy and lose the product silently.
+        if not contiguous(out):
+            raise ValueError("matmul_writer: out must be C-contiguous")
         columns = b.reshape(b.shape[:a.ndim - 1] + (-1,))
         native(a, columns, out=out[index, ...].reshape(a.shape[:-1] + columns.shape[-1:]))
 
