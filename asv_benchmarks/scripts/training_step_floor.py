@@ -19,37 +19,15 @@ import sys
 import traceback
 import warnings
 
-import numpy as np
-
-import gpnum
 from gpnum import backend as B
 from gpnum import ciq
-from gpnum.kernels import Matern52
-from gpnum.likelihoods import Gaussian
 from gpnum.linalg import _operators
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _svgp_step import best, svgp_fit_step  # noqa: E402
+from _svgp_step import best, ciq_training_step  # noqa: E402
 
 warnings.simplefilter("ignore")
-m = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-method = sys.argv[2] if len(sys.argv) > 2 else "krylov"
-rtol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
-b, d, N = 256, 2, 100_000
-rng = np.random.default_rng(0)
-X = rng.uniform(-1, 1, (b, d))
-y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(b)
-Z = rng.uniform(-1, 1, (m, d))
-model = gpnum.SVGP(Matern52(lengthscale=0.3), Gaussian(variance=0.1), Z, num_data=N,
-                   whitening="ciq", jitter=1e-4,
-                   ciq_options={"num_quad": 15, "rtol": rtol, "maxiter": 200})
-ngd = gpnum.optim.NaturalGradient(0.1, method)
-ngd.prepare(model)
-adam = gpnum.optim.Adam(lr=0.01)
-
-
-def step():
-    svgp_fit_step(model, ngd, adam, X, y)
+model, step, (m, method, rtol), rng = ciq_training_step(sys.argv[1:])
 
 
 PHASES = (("_top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),

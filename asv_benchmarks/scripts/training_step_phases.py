@@ -14,35 +14,18 @@ import sys
 import time
 import warnings
 
-import numpy as np
-
 import gpnum
 import gpnum.ciq as ciq
 import gpnum.linalg._deflation as deflation
 import gpnum.models._distributions as distributions
 import gpnum.models._whitening as whitening
-from gpnum.kernels import Matern52
-from gpnum.likelihoods import Gaussian
 from gpnum.linalg import _operators
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _svgp_step import svgp_fit_step  # noqa: E402
+from _svgp_step import ciq_training_step  # noqa: E402
 
 warnings.simplefilter("ignore")
-m = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-method = sys.argv[2] if len(sys.argv) > 2 else "krylov"
-rtol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
-b, d, N = 256, 2, 100_000
-rng = np.random.default_rng(0)
-X = rng.uniform(-1, 1, (b, d))
-y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(b)
-Z = rng.uniform(-1, 1, (m, d))
-model = gpnum.SVGP(Matern52(lengthscale=0.3), Gaussian(variance=0.1), Z, num_data=N,
-                   whitening="ciq", jitter=1e-4,
-                   ciq_options={"num_quad": 15, "rtol": rtol, "maxiter": 200})
-ngd = gpnum.optim.NaturalGradient(0.1, method)
-ngd.prepare(model)
-adam = gpnum.optim.Adam(lr=0.01)
+model, step, (m, method, rtol), rng = ciq_training_step(sys.argv[1:])
 
 seconds, calls, last = collections.Counter(), collections.Counter(), {}
 
@@ -82,23 +65,23 @@ timed(distributions.NaturalForm, "preconditioner", "precision's preconditioner s
 timed(distributions, "pcg", "PCG against the precision")
 timed(distributions, "slq_logdet", "SLQ log-determinant (KL estimate)")
 timed(_operators.Dense, "_param_vjp", "K_ZZ cotangent product")
-timed(type(ngd), "step", "natural-gradient step")
+timed(gpnum.optim.NaturalGradient, "step", "natural-gradient step")
 timed(type(model.kernel), "gram_and_vjp", "kernel matrices and their backward")
 
 
-def step():
+def measured_step():
     last.clear()
-    svgp_fit_step(model, ngd, adam, X, y)
+    step()
 
 
 for _ in range(3):
-    step()
+    measured_step()
 seconds.clear()
 calls.clear()
 reps = 5
 t0 = time.perf_counter()
 for _ in range(reps):
-    step()
+    measured_step()
 total = (time.perf_counter() - t0) / reps
 print(f"m = {m}, {method}, rtol {rtol:g}: {total * 1e3:.0f} ms per step; last step: {last}")
 for label, t in sorted(seconds.items(), key=lambda kv: -kv[1]):
