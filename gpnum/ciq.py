@@ -544,14 +544,7 @@ class _DeferredSolves:
 
     def solves(self):
         if self._solves is None:
-            xp = self.xp
-            c = self.basis.shape[1]
-            if self.affine is None:
-                out = _combine_basis(xp, self.basis, c, [y[None, ...] for y in self.coeffs])
-                out = out[0, ...]
-            else:
-                out = _assemble_deflated(xp, self.basis, self.coeffs, *self.affine)
-            self._solves = out
+            self._solves = _assemble_solves(self.xp, self.basis, self.coeffs, self.affine)
             self.basis = self.coeffs = None  # the solves replace them
         return self._solves
 
@@ -582,7 +575,7 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
 
     if deflation is None:
         def plain(basis, coeffs):
-            return _combine_basis(xp, basis, len(coeffs), [y[None, ...] for y in coeffs])[0, ...]
+            return _assemble_solves(xp, basis, coeffs)
 
         res = msminres(A, B2, shifts, rtol=rtol, maxiter=maxiter, workspace=workspace,
                        _combine=None if weights is None else
@@ -601,7 +594,7 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
 
     def assemble(basis, coeffs):
         assembled.append(True)
-        return _assemble_deflated(xp, basis, coeffs, scale, W, D)
+        return _assemble_solves(xp, basis, coeffs, (scale, W, D))
 
     res = msminres(complement, (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
                    maxiter=maxiter, workspace=workspace,
@@ -617,6 +610,14 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
         for i in range(shifts.shape[0]):
             out[i, ...] = out[i, ...] * scale + W @ D[:, i, :].T
     return out, res
+
+
+def _assemble_solves(xp, basis, coeffs, affine=None):
+    """The per-shift solves (q, m, k) from msMINRES's basis (k, c, m) and coefficients (c
+    arrays (q, k)), deflated by ``affine = (scale, W, D)`` if given (:func:`_assemble_deflated`)."""
+    if affine is None:
+        return _combine_basis(xp, basis, len(coeffs), [y[None, ...] for y in coeffs])[0, ...]
+    return _assemble_deflated(xp, basis, coeffs, *affine)
 
 
 def _assemble_deflated(xp, basis, coeffs, scale, W, D):
