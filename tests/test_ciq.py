@@ -545,3 +545,17 @@ def test_vjp_in_factored_form_matches_the_dense_frechet_derivative(deflate, shar
     # and the forward solves formed afterwards still match dense solves
     dense = np.stack([np.linalg.solve(K + s * np.eye(m), Bm) for s in B.to_numpy(res.shifts)])
     np.testing.assert_allclose(res.solves, dense, rtol=0, atol=1e3 * rtol * np.abs(dense).max())
+    if deflate:
+        return  # the pairs are accepted at rtol / 10 = 1e-9: too coarse for differences
+    # and the factored gradient against central differences of the forward along a symmetric
+    # direction E (small against lambda_min, so that the differences stay linear)
+    E = rng.standard_normal((m, m))
+    E = 1e-3 * lam[0] * (E + E.T) / np.linalg.norm(E + E.T, 2)
+
+    def value(t):
+        res_t = inv_sqrt_matmul(Dense(K + float(t) * E, symmetric=True), Bm, num_quad=40,
+                                rtol=1e-13, maxiter=400, deflate=0)
+        return float(np.sum(xbar * res_t.x))
+
+    # (a step of 0.01 E: E is already small, and a 1e-6 step would drown in rounding)
+    check_grad(value, np.array(0.0), np.array(np.sum(got * E)), eps=1e-2, name="E direction")
