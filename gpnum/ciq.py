@@ -481,7 +481,7 @@ def _warm_block(xp, start, W, block):
     Fewer than ``block / 2`` such vectors: None.
     """
     if W is None:
-        S = start[:, :block]
+        S = start[:, :min(block, start.shape[1])]  # (stops within the axis: array API)
     else:
         P = start - W @ (W.T @ start)
         kept = np.nonzero(np.asarray(to_numpy(xp.sum(P * P, axis=0))) > 0.25)[0][:block]

@@ -90,7 +90,8 @@ def _start_block(op, ell, seed, start):
     if get_namespace(start) is not xp or start.ndim != 2 or start.shape[0] != n:
         raise ShapeError(f"start: expected an array of shape ({n}, j) in the operator's "
                          f"namespace, got {describe_shape(start.shape)}")
-    start = xp.astype(start[:, :ell], op.dtype, copy=False)
+    # (a slice's stop within the axis: the array API leaves out-of-bounds stops unspecified)
+    start = xp.astype(start[:, :min(ell, start.shape[1])], op.dtype, copy=False)
     if start.shape[1] == ell:
         return start
     return xp.concat([start, rng.normal((n, ell - start.shape[1]), dtype=op.dtype)], axis=1)
