@@ -502,8 +502,9 @@ class _DeferredSolves:
     coefficients, with their weighted sum formed directly (a (k, J) x (J, m) product per
     column). The (q, m, k) solves are formed only if asked for (a backward pass): a forward
     call then touches no q m k values of fresh memory (61 MB at m = 2000, k = 256, q = 15,
-    where first touches cost as much as the solve). Used only for a basis owned by the call
-    (no shared workspace, which a later call would overwrite).
+    where first touches cost as much as the solve). The basis is the call's own, a copy of a
+    short one out of a shared workspace (which a later call overwrites), or, for a backward
+    pass that is done with it before the workspace's next use, the workspace's memory.
     """
 
     def __init__(self, xp, basis, coeffs, weights):
@@ -513,34 +514,53 @@ class _DeferredSolves:
         cw = xp.stack([weights @ y for y in coeffs], axis=-1)  # (k, J)
         self.weighted = (cw[:, None, :] @ basis)[:, 0, :].T  # (m, k) (a transposed view)
         self.affine = None  # (scale (k,), W (m, r), D (k, q, r)) of a deflated solve
+        # D's factors, D = C[:, None, :] * g[None, :, :]: C (k, r) the right-hand sides'
+        # components along W, g (q, r) = 1 / (theta + s_q)
+        self.separable = None
 
-    def cotangent_factors(self, U):
-        """``(F, G)`` with ``F G^T = sum_q U_q V_q^T`` (m, m) for ``U`` (q, m, k) and ``V``
-        these solves, without forming ``V``: ``F``, ``G`` are (m, k c [+ r]) for a basis of
-        ``c`` vectors per column (and ``r`` deflated pairs).
+    def factors_against(self, back, omega):
+        """``(F, G)`` with ``F G^T = sum_q omega_q U_q V_q^T`` (m, m) for ``V`` these solves and
+        ``U`` the per-shift solves ``back`` of a backward pass on the same deflation (another
+        :class:`_DeferredSolves`, a basis of ``b`` vectors per column), forming neither: ``F``,
+        ``G`` are (m, k c [+ r]).
 
-        ``V_q[:, j] = scale_j sum_i v_ij y_iqj + W D_jq``, so the sum is
-        ``sum_ij (sum_q scale_j y_iqj U_q[:, j]) v_ij^T + (sum_qj U_q[:, j] D_jq^T) W^T``:
-        (k, c, q) x (k, q, m) batched products and one (m, k q) x (k q, r) product, where
-        forming ``V`` and the (m, k q) x (k q, m) product costs about ``q / c`` times more.
-        Requires the basis (not yet replaced by :meth:`solves`).
+        With ``V_q[:, j] = sf_j V_j yf_qj + W D_jq`` and ``U_q[:, j] = sb_j U_j yb_qj + W E_jq``
+        (bases ``V_j`` (m, c), ``U_j`` (m, b) per column ``j``), the sum is
+        ``sum_j (U_j M_j + W P_j) V_j^T + (sum_j U_j N_j + W Gamma) W^T`` with the small
+        ``M_j = sum_q omega_q sb_j yb_qj (sf_j yf_qj)^T`` (b, c), ``P_j`` (r, c),
+        ``N_j = sum_q omega_q sb_j yb_qj D_jq^T`` (b, r) and ``Gamma = (C_b^T C_f) o (g^T diag(omega) g)``
+        (r, r) from the separable ``D`` and ``E``. The one large product is
+        (m, k b) x (k b, r), where forming ``U`` (q, m, k) costs a (k q, r) x (r, m) product
+        for its ``W E`` part and contracting it with ``D`` an (m, k q) x (k q, r) one (and
+        forming ``V`` and the (m, k q) x (k q, m) product about ``q / c`` times more).
         """
         xp = self.xp
-        q, m, k = U.shape
-        c = len(self.coeffs)
-        Y = xp.stack(self.coeffs, axis=0)  # (c, q, k)
+        k, c, m = self.basis.shape
+        b = len(back.coeffs)
+        Yf = xp.stack(self.coeffs, axis=0)  # (c, q, k)
+        Yb = xp.stack(back.coeffs, axis=0)  # (b, q, k)
         if self.affine is not None:
-            Y = Y * self.affine[0]
-        Uk = xp.permute_dims(U, (2, 0, 1))  # (k, q, m): msMINRES's own layout
-        F = xp.reshape(xp.permute_dims(Y, (2, 0, 1)) @ Uk, (k * c, m)).T
+            Yf, Yb = Yf * self.affine[0], Yb * back.affine[0]
+        Yfw = xp.permute_dims(Yf * omega[None, :, None], (2, 0, 1))  # (k, c, q)
+        MT = Yfw @ xp.permute_dims(Yb, (2, 1, 0))  # (k, c, b)
+        FT = xp.reshape(MT @ back.basis, (k * c, m))
         G = xp.reshape(self.basis, (k * c, m)).T
-        if self.affine is not None:
-            _, W, D = self.affine
-            r = W.shape[1]
-            UD = xp.reshape(Uk, (k * q, m)).T @ xp.reshape(D, (k * q, r))  # (m, r)
-            F = xp.concat([F, UD], axis=1)
-            G = xp.concat([G, W], axis=1)
-        return F, G
+        if self.affine is None:
+            return FT.T, G
+        _, W, D = self.affine
+        r = W.shape[1]
+        FT = FT + xp.reshape(Yfw @ back.affine[2], (k * c, r)) @ W.T
+        N = xp.permute_dims(Yb * omega[None, :, None], (2, 0, 1)) @ D  # (k, b, r)
+        (Cf, g), Cb = self.separable, back.separable[0]
+        L = W @ ((Cb.T @ Cf) * (g.T @ (omega[:, None] * g)))  # (m, r)
+        # the (m, k b) x (k b, r) product over blocks of columns: the basis is a strided
+        # slice of the workspace, and reshaping it whole would copy it into fresh memory
+        step = max(1, 2**18 // (b * m))
+        for k0 in range(0, k, step):
+            k1 = min(k, k0 + step)
+            L = L + (xp.reshape(back.basis[k0:k1, ...], ((k1 - k0) * b, m)).T
+                     @ xp.reshape(N[k0:k1, ...], ((k1 - k0) * b, r)))
+        return xp.concat([FT.T, L], axis=1), xp.concat([G, W], axis=1)
 
     def solves(self):
         if self._solves is None:
@@ -555,18 +575,22 @@ def _solves_of(value):
 
 
 def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspace,
-                    weights=None):
+                    weights=None, keep_basis=False):
     """(solves (q, m, k) of ``(K + s_q I) X = B``, msMINRES result), deflated if asked
     (``complement``: the operator of :func:`_find_deflation`). With ``weights``, and no
     ``workspace`` or a basis of at most ``q / 2`` vectors, the solves come as a
-    :class:`_DeferredSolves` holding their weighted sum (unless msMINRES folded its basis)."""
+    :class:`_DeferredSolves` holding their weighted sum (unless msMINRES folded its basis).
+    ``keep_basis`` (with ``weights``): deferred whatever the basis length, on the workspace's
+    memory itself, for a caller that is done with it before the workspace's next use."""
     xp = get_namespace(B2)
     q = shifts.shape[0]
 
     def combine(basis, coeffs, assemble):
         # Deferred without a workspace (the basis is the call's own), or for a short basis
         # (a copy of it is smaller than the solves, and a backward pass then needs no solves:
-        # _DeferredSolves.cotangent_factors); otherwise assembled now.
+        # _DeferredSolves.factors_against); otherwise assembled now.
+        if keep_basis:
+            return _DeferredSolves(xp, basis, coeffs, weights)
         if workspace is None or 2 * len(coeffs) <= q:
             if workspace is not None:  # later solves reuse the workspace's memory
                 basis = xp.asarray(basis, copy=True)
@@ -603,6 +627,7 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
     if isinstance(res.x, _DeferredSolves):
         deferred = res.x
         deferred.affine = (scale, W, D)
+        deferred.separable = (Bw.T, 1.0 / (theta[None, :] + shifts[:, None]))
         deferred.weighted = deferred.weighted * scale + W @ xp.matmul(weights, D).T
         return deferred, res
     out = res.x
@@ -791,12 +816,22 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
         if result.deflation is not None and complement is None:
             complement = _complement_operator(A, result.deflation[1], None,
                                               result.eigen_bounds[0])
+        # A short forward basis (at most q / 2 vectors a column: K_ZX after deflation) is
+        # kept, and then the backward's basis too: the cotangent comes from the two bases,
+        # with neither's (q, m, k) solves formed (_DeferredSolves.factors_against).
+        forward = result._solves
+        factored = (isinstance(forward, _DeferredSolves) and forward.basis is not None
+                    and 2 * len(forward.coeffs) <= result.shifts.shape[0])
         U, res = _shifted_solves(A, xbar2, result.shifts, result.deflation, complement, rtol,
-                                 maxiter, workspace)
+                                 maxiter, workspace, weights=result.weights if factored else None,
+                                 keep_basis=factored)
     if res.info > 0:
         warnings.warn(f"CIQ backward: msMINRES stopped after {res.num_iter} iterations short of "
                       f"rtol={rtol:g} (info={res.info}).", ConvergenceWarning, stacklevel=3)
-    w = result.weights  # U (q, m, k): (K + s_q)^{-1} xbar
+    w = result.weights
+    if isinstance(U, _DeferredSolves):
+        return U.weighted, A.param_vjp(*forward.factors_against(U, -w))
+    # U (q, m, k): (K + s_q)^{-1} xbar (msMINRES folded its basis, or a long forward one)
     bbar = _weighted_sum(xp, w, U)
     q, m, k = U.shape
     # sum_q w_q param_vjp(U_q, V_q) as one call over q*k stacked columns. Any column order
@@ -806,12 +841,6 @@ def _inv_sqrt_backward(result, A, B2, xbar2, rtol, maxiter, workspace=None):
     # U is this call's own msMINRES output: scaled by -w_q in place (two fewer (q, m, k)
     # temporaries, which are fresh memory each step).
     U *= -w[:, None, None]
-    forward = result._solves
-    if (isinstance(forward, _DeferredSolves) and forward.basis is not None
-            and 2 * len(forward.coeffs) <= q):
-        # A short forward basis: the cotangent in factored form, the solves never formed.
-        grads = A.param_vjp(*forward.cotangent_factors(U))
-        return bbar, grads
     Uw = xp.reshape(xp.permute_dims(U, (2, 0, 1)), (k * q, m)).T
     V = xp.reshape(xp.permute_dims(result.solves, (2, 0, 1)), (k * q, m)).T
     grads = A.param_vjp(Uw, V)

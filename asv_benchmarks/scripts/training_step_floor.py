@@ -7,8 +7,9 @@ msMINRES rtol 1e-3 unless given, natural gradients gamma 0.1 + Adam, float64). I
 columns of every product with the (m, m) kernel matrix, by the phase that asked for it, and
 converts them into GEMMs of (m, m) x (m, 256); the CIQ backward pass adds the products that
 form the cotangent of K_ZZ, at the shapes the step used (one (m, 15 * 256) x (15 * 256, m)
-product from the per-shift solves, or, from a short forward Krylov basis and r deflated
-pairs, (m, k q) x (k q, r) and (m, k c + r) x (k c + r, m)). The sum of those products at
+product from the per-shift solves, or, from a short forward Krylov basis of c vectors a
+column, the backward's basis of b and r deflated pairs, (m, k b) x (k b, r) and
+(m, k c + r) x (k c + r, m)). The sum of those products at
 the measured GEMM speed is a floor that no implementation of the same algorithm (same iteration
 counts) can beat on this machine.
 Run it on a quiet machine: it prints times.
@@ -37,7 +38,7 @@ PHASES = (("_top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
 columns = collections.Counter()
 plain_matmat = _operators.Dense._matmat
 plain_param_vjp = _operators.Dense._param_vjp
-plain_factors = ciq._DeferredSolves.cotangent_factors
+plain_factors = ciq._DeferredSolves.factors_against
 cotangent = {}  # the shapes of the products that form the cotangent of K_ZZ in this step
 
 
@@ -55,22 +56,22 @@ def recording_param_vjp(self, U, V):
     return plain_param_vjp(self, U, V)
 
 
-def recording_factors(self, U):
-    q, _, k = U.shape
+def recording_factors(self, back, omega):
     if self.affine is not None:
-        cotangent["UD"] = (k * q, self.affine[1].shape[1])
-    return plain_factors(self, U)
+        k, b = back.basis.shape[0], len(back.coeffs)
+        cotangent["UD"] = (k * b, self.affine[1].shape[1])
+    return plain_factors(self, back, omega)
 
 
 for _ in range(3):  # past the first steps' larger solves
     step()
 _operators.Dense._matmat = counting_matmat
 _operators.Dense._param_vjp = recording_param_vjp
-ciq._DeferredSolves.cotangent_factors = recording_factors
+ciq._DeferredSolves.factors_against = recording_factors
 step()
 _operators.Dense._matmat = plain_matmat
 _operators.Dense._param_vjp = plain_param_vjp
-ciq._DeferredSolves.cotangent_factors = plain_factors
+ciq._DeferredSolves.factors_against = plain_factors
 
 
 K = model._kzz()[0]
@@ -78,15 +79,15 @@ R = rng.standard_normal((m, 256))
 t_gemm = best(lambda: B.matmul(K, R), 10)
 # The cotangent of K_ZZ as the step forms it: (m, w) x (w, m), w = 15 * 256 from the per-shift
 # solves, or k c + r from a short forward basis and the deflated pairs, after an
-# (m, k q) x (k q, r) product (gpnum.ciq._DeferredSolves.cotangent_factors).
+# (m, k b) x (k b, r) product from the backward's basis (gpnum.ciq._DeferredSolves.factors_against).
 U = rng.standard_normal((m, cotangent["UV"]))
 t_cot = best(lambda: B.matmul(U, U.T), 3)
 cot_text = f"(m, {U.shape[1]}) x ({U.shape[1]}, m)"
 if "UD" in cotangent:
-    kq, r = cotangent["UD"]
-    Uq, Dq = rng.standard_normal((kq, m)), rng.standard_normal((kq, r))
+    kb, r = cotangent["UD"]
+    Uq, Dq = rng.standard_normal((kb, m)), rng.standard_normal((kb, r))
     t_cot += best(lambda: B.matmul(Uq.T, Dq), 3)
-    cot_text += f" after (m, {kq}) x ({kq}, {r})"
+    cot_text += f" after (m, {kb}) x ({kb}, {r})"
 t_step = best(step, 3)
 print(f"m = {m}, {method}, rtol {rtol:g}: one GEMM (m, m) x (m, 256) {t_gemm * 1e3:.2f} ms; "
       f"cotangent {cot_text} {t_cot * 1e3:.1f} ms")
