@@ -69,6 +69,41 @@ def test_spectral_preconditioner_speeds_up_pcg_without_changing_the_answer(to_xp
     np.testing.assert_allclose(B.to_numpy(pre.x), ref, rtol=tol, atol=tol)
 
 
+def test_spectral_preconditioner_warm_started_from_a_nearby_operator(to_xp, xp, dtype):
+    # A natural-gradient step moves the precision a fraction gamma towards another: one
+    # subspace iteration from the previous preconditioner's W finds the new leading pairs
+    # (against eigh) where one from Gaussian vectors does not, and PCG needs fewer iterations.
+    from gpnum.linalg import Dense, SpectralPreconditioner, pcg
+
+    rng = np.random.default_rng(24)
+    n = 150
+    lam = 1e4 * np.exp(-np.arange(60) / 4.0)  # I + decaying terms, like a precision
+
+    def precision(V):
+        return np.eye(n) + (V * lam) @ V.T
+
+    V1 = np.linalg.qr(rng.standard_normal((n, 60)))[0]
+    V2 = np.linalg.qr(V1 + 0.05 * rng.standard_normal((n, 60)))[0]  # a nearby one
+    P1, P2 = precision(V1), precision(V2)
+    Bm = rng.standard_normal((n, 3))
+    f32 = dtype == xp.float32
+    rtol = 1e-4 if f32 else 1e-10
+    old = SpectralPreconditioner.from_operator(Dense(to_xp(P1), symmetric=True), 40)
+    op2 = Dense(to_xp(P2), symmetric=True)
+    warm = SpectralPreconditioner.from_operator(op2, 40, power_iters=1, start=old.W)
+    cold = SpectralPreconditioner.from_operator(op2, 40, power_iters=1)
+    w = np.linalg.eigvalsh(P2)[::-1]
+    theta = 1.0 / (B.to_numpy(warm._scale) + 1.0 / warm.sigma)
+    np.testing.assert_allclose(theta[:10], w[:10], rtol=1e-3 if f32 else 1e-6)
+    runs = {name: pcg(op2, to_xp(Bm), rtol=rtol, maxiter=2000, M=M)
+            for name, M in (("warm", warm), ("cold", cold))}
+    # (float32: rounding decides the last iterations, not the preconditioner)
+    assert runs["warm"].info == 0 and (runs["warm"].num_iter <= runs["cold"].num_iter if f32
+                                       else runs["warm"].num_iter < runs["cold"].num_iter)
+    x = B.to_numpy(runs["warm"].x).astype(np.float64)
+    assert np.linalg.norm(P2 @ x - Bm) <= 10 * rtol * np.linalg.norm(Bm)
+
+
 @pytest.mark.parametrize("exact", [True, False])
 @pytest.mark.parametrize("decades", [4, 7.5, 10, 14])
 def test_orthonormal_basis_of_ill_conditioned_blocks(to_xp, xp, dtype, exact, decades):

@@ -132,6 +132,49 @@ def test_ngd_on_every_backend(xp, dtype, device):
         np.testing.assert_allclose(B.to_numpy(model.q_mu), ref.q_mu, rtol=tol, atol=tol)
 
 
+def test_krylov_preconditioner_warm_start_on_every_backend(xp, dtype, device, monkeypatch):
+    # krylov_options["warm_start"]: each step's preconditioner search starts from the previous
+    # one's Ritz vectors (one subspace iteration); q is the same as with cold searches to the
+    # PCG tolerance, and the dense method's, on every backend.
+    from gpnum.linalg import SpectralPreconditioner
+
+    starts = []
+    real = SpectralPreconditioner.from_operator.__func__
+    monkeypatch.setattr(SpectralPreconditioner, "from_operator", classmethod(
+        lambda cls, *a, **k: starts.append(k.get("start") is not None) or real(cls, *a, **k)))
+    X, y, Z = data(13, n=40, m=12)
+
+    def trained(method, warm):
+        model = gpnum.SVGP(Matern52(lengthscale=0.7, variance=1.2, xp=xp, dtype=dtype,
+                                    device=device),
+                           Gaussian(variance=0.05, xp=xp, dtype=dtype, device=device),
+                           B.asarray(Z, dtype=dtype, xp=xp, device=device), num_data=400)
+        model.krylov_options.update(precondition=6, warm_start=warm)
+        ngd = NaturalGradient(0.3, method)
+        rng = np.random.default_rng(14)
+        for _ in range(4):
+            idx = rng.choice(40, 15, replace=False)
+            ngd.step(model, B.asarray(X[idx], dtype=dtype, xp=xp, device=device),
+                     B.asarray(y[idx], dtype=dtype, xp=xp, device=device))
+        return model
+
+    warm = trained("krylov", True)
+    assert any(starts) and set(warm._precision_starts) == {0}
+    starts.clear()
+    cold = trained("krylov", False)
+    assert not any(starts) and not cold._precision_starts
+    ref = model_for(Z, 400, Gaussian(variance=0.05), "cholesky", c=0.0, ls=0.7, kv=1.2)
+    ngd = NaturalGradient(0.3, "dense")
+    rng = np.random.default_rng(14)
+    for _ in range(4):
+        idx = rng.choice(40, 15, replace=False)
+        ngd.step(ref, X[idx], y[idx])
+    tol = 1e-6 if dtype == xp.float64 else 5e-3
+    for model in (warm, cold):
+        model.to_cholesky()
+        np.testing.assert_allclose(B.to_numpy(model.q_mu), ref.q_mu, rtol=tol, atol=tol)
+
+
 def test_step_rejection_keeps_precision_positive_definite():
     # Student-t with far outliers: g_var > 0 and large, so gamma = 1 leaves the PD cone.
     rng = np.random.default_rng(8)

@@ -241,12 +241,16 @@ class SpectralPreconditioner(LinearOperator):
         self._scale = 1.0 / theta - 1.0 / self.sigma  # (r,)
 
     @classmethod
-    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0):
+    def from_operator(cls, A, block_size: int, *, power_iters: int = 2, seed: int = 0,
+                      start=None):
         """Search ``block_size`` leading pairs of the SPD ``A`` (:func:`top_eigenpairs`).
 
-        Costs ``power_iters + 2`` products with ``block_size`` columns.
+        Costs ``power_iters + 2`` products with ``block_size`` columns. ``start`` (n, j): the
+        search's start block instead of Gaussian vectors, for example the ``W`` of a
+        preconditioner for a nearby operator (then fewer ``power_iters`` do).
         """
-        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed)
+        theta, W, _ = top_eigenpairs(A, block_size, power_iters=power_iters, seed=seed,
+                                     start=start)
         xp = get_namespace(theta)
         sigma = float(theta[-1])
         if not sigma > 0.0:

@@ -81,6 +81,12 @@ class SVGP(ComposedParameters):
     separate_inducing : bool
         Whether each latent function has its own inducing points (a 3-D ``inducing_points``).
     mean : array ()
+    krylov_options : dict
+        The natural form's solves (``ngd_method="krylov"``): ``rtol``, ``maxiter`` of PCG
+        against each precision; ``precondition``, the block size of its spectral
+        preconditioner's eigenpair search (0: none); ``warm_start`` (default True), each
+        search starting from the same latent's previous one; ``num_probes``, ``num_lanczos``,
+        ``seed`` of the stochastic KL estimate (:mod:`gpnum.models._distributions`).
 
     Notes
     -----
@@ -120,7 +126,10 @@ class SVGP(ComposedParameters):
         self.mean = 0.0 if mean is None else mean
         self.krylov_options = {"rtol": 1e-8 if self.dtype == xp.float64 else 1e-5,
                                "maxiter": None, "num_probes": 16, "num_lanczos": 30, "seed": 0,
-                               "precondition": default_block_size(m)}
+                               "precondition": default_block_size(m), "warm_start": True}
+        # Each latent's last preconditioner search in the natural form (krylov_options'
+        # warm_start): starts for the next step's search, not results.
+        object.__setattr__(self, "_precision_starts", {})
         object.__setattr__(self, "_form", "cholesky")
         if self.num_latent == 1:
             self.q_mu = xp.zeros((m,), dtype=dt, device=dev)
@@ -279,7 +288,9 @@ class SVGP(ComposedParameters):
     def variational(self):
         """The variational distribution's form (:mod:`gpnum.models._distributions`):
         ``CholeskyForm`` or ``NaturalForm`` (with this model's ``krylov_options``)."""
-        return CholeskyForm() if self._form == "cholesky" else NaturalForm(self.krylov_options)
+        if self._form == "cholesky":
+            return CholeskyForm()
+        return NaturalForm(self.krylov_options, self._precision_starts)
 
     def _q_pair(self):
         """q's two arrays in the current form, with a leading latent axis."""
