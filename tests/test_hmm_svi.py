@@ -289,6 +289,33 @@ def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffe
                                        err_msg=f"{key}, interior matrices up to {entries}")
 
 
+@pytest.mark.parametrize("expected", ["none", "first round", "round before", "accepted",
+                                      "beyond"])
+def test_growbuf_expected_buffer_changes_nothing(xp, to64, expected):
+    """GrowBuf told which buffer to expect (the rounds up to it scored first, the later ones
+    of the same transfer loop only if none of those is accepted; "round before": the
+    accepted round is the first of the second batch, its change taken from the first
+    batch's last round) against the textbook per-window forward-backward."""
+    rng = np.random.default_rng(33)
+    T, L, g = 120, 8, 2
+    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
+    Yx = to64(Y)
+    model = GaussianHMM(3, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    starts = np.array([0, 9, 37, 60, 100, T - L])
+    reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, "grow",
+                                                      grow_step=g, grow_tol=1e-4)
+    # within the first transfer loop (L - 1 steps), beyond its first two rounds
+    assert 2 * g <= b_ref <= L - 1
+    hint = {"none": None, "first round": 0, "round before": b_ref - g, "accepted": b_ref,
+            "beyond": 1000}[expected]
+    stats, b = model._subchain_statistics(Yx, to64(starts), L, "grow", grow_step=g,
+                                          grow_tol=1e-4, expected_buffer=hint)
+    assert b == b_ref
+    for key, value in reference.items():
+        np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10, err_msg=key)
+
+
 def test_subchain_statistics_float32_long_buffers_stay_in_range(xp, to_xp, dtype):
     """Transfer products over long buffers (rescaled only every few steps) on a sticky chain
     with well-separated states (likelihood ratios of e^-50 per step): float32 and float64

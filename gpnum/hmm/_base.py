@@ -344,7 +344,8 @@ class HMMBase:
 
     # ----------------------------------------------------------------------------- SVI
     def _subchain_statistics(self, Y, starts, L, buffer, *, num_subchains=None,
-                             grow_step=None, grow_tol=1e-3, max_buffer=None):
+                             grow_step=None, grow_tol=1e-3, max_buffer=None,
+                             expected_buffer=None):
         """Scaled sufficient statistics of subchains starting at ``starts`` (S,) (device ints).
 
         Returns the statistics dict (already multiplied by the batch factors in the module
@@ -379,7 +380,8 @@ class HMMBase:
             pi0, stationary, A, self._log_lik_function(), Y, starts, L,
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
-            max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))
+            max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer),
+            expected_buffer=expected_buffer)
         gamma = post.marginals  # (S, L, K)
         if post.first_start == 0:  # only the subchain at the chain's start holds its state
             first = xp.astype(starts == 0, dtype) * (n_starts / S)
@@ -436,11 +438,13 @@ class HMMBase:
         rng = default_rng(seed, xp=xp, device=dev)
         history = {"elbo": [], "time": [], "step": [], "buffer": []}
         elapsed = 0.0
+        b = None  # GrowBuf's last buffer: the likely next one (spares work, changes nothing)
         for t in range(1, steps + 1):
             tic = time.perf_counter()
             starts = rng.integers(0, T - L + 1, (S,))
             stats, b = self._subchain_statistics(Y, starts, L, buffer, grow_step=grow_step,
-                                                 grow_tol=grow_tol, max_buffer=max_buffer)
+                                                 grow_tol=grow_tol, max_buffer=max_buffer,
+                                                 expected_buffer=b)
             rho = (t + tau) ** (-kappa)
             self._global_step(stats, rho)
             elapsed += time.perf_counter() - tic

@@ -11,8 +11,9 @@ outwards from the subchain, so one loop over ``n`` steps yields them for every b
 to ``n`` at once, and with the interior's own prefix products (the same loop) the marginals of
 any buffer length are a few array operations. GrowBuf's rounds (``b = 0, g, 2g, ...`` until the
 interior marginals move by less than its tolerance) then cost one loop of ``max(L - 1, b)``
-steps per SVI step instead of a forward-backward over ``L + 2 b`` steps per round, and all the
-rounds are scored in one batch with one synchronisation.
+steps per SVI step instead of a forward-backward over ``L + 2 b`` steps per round, and the
+rounds are scored in one batch with one synchronisation (two when told the likely buffer and it
+is not accepted: the rounds up to it first, so that the usual step scores no later round).
 
 Every loop step is one row scaling and one GEMM ``(K, K) @ (K, K S)`` per sequence on the
 transposed products of the ``S`` subchains (rescaled only every few steps: only the marginals
@@ -124,7 +125,8 @@ def _rescale_interval(xp, A):
 
 
 def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
-                       transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
+                       transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None,
+                       expected_buffer=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
@@ -151,6 +153,10 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         ends of the chain.
     transition_weights : array (S, L - 1)
         Weight of each interior pair ``(t - 1, t)``, ``t = s + 1 .. e``, in ``pairwise``.
+    expected_buffer : int, optional
+        GrowBuf's likely outcome (e.g. the last SVI step's buffer): the rounds up to it are
+        scored before the later ones of the same transfer loop. The result does not depend
+        on it, only the work does.
 
     Returns
     -------
@@ -171,7 +177,8 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
     ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
-                   transition_weights, grow_tol, interior_matrices)
+                   transition_weights, grow_tol, interior_matrices,
+                   math.inf if expected_buffer is None else expected_buffer)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
     while True:
@@ -190,12 +197,13 @@ class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
     def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
-                 transition_weights, grow_tol, interior_matrices):
+                 transition_weights, grow_tol, interior_matrices, expected_buffer):
         self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
             xp, A, log_lik_of, Y, starts, L)
         self.start_range = start_range  # (first, last) start, on the host
         self.weights, self.grow_tol = transition_weights, grow_tol
         self.interior_matrices = interior_matrices
+        self.expected_buffer = expected_buffer
         # The boundary vectors are normalised, so the start weights' scale is irrelevant.
         self.pi0, self.stationary = pi0, stationary
         self.every = _rescale_interval(xp, A)
@@ -246,6 +254,29 @@ class _Context:
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
+        # The rounds up to the expected buffer first: the later ones are scored (from the same
+        # products) only if none of these is accepted, which spares their interior marginals
+        # when the expected buffer is right (the usual case: it is the last step's).
+        first = bisect.bisect_right(rounds, self.expected_buffer)
+        chunks = [rounds[:first], rounds[first:]] if 0 < first < R else [rounds]
+        for i, chunk in enumerate(chunks):
+            post, previous = self._score_rounds(chunk, out, steps, lik, ll, h, previous,
+                                                final and i == len(chunks) - 1)
+            if post is not None:
+                return post, None
+        return None, previous
+
+    def _score_rounds(self, rounds, out, steps, lik, ll, h, previous, final):
+        """Score the buffer lengths ``rounds`` from the transfer products ``out`` and row
+        scales ``steps`` of :meth:`score`'s pass (window half-width ``h``), after the
+        marginals ``previous``; returns as :meth:`score`."""
+        xp, L, starts = self.xp, self.L, self.starts
+        T = self.Y.shape[0]
+        S = starts.shape[0]
+        K = self.A.shape[-1]
+        dev = device_of(starts)
+        lo, hi = self.start_range
+        R = len(rounds)
         # The boundary vectors of the rounds, both sides at once: V_b x_b with x_b = d_b times
         # the start weights (left: q(pi) for a buffer of b = s steps, which starts at the
         # chain's start, else the stationary distribution; right: 1), side 0 (pred_s) at
