@@ -329,14 +329,15 @@ class _Context:
             along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
                                           (2, K * R * S * L)), (2, K, R, S, L))
             pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
-            gamma = pred * lik_int[:, None, ...] * beta
+            gamma = pred * lik_int[:, None, ...]  # fresh: updated in place below
+            gamma *= beta
             z = xp.sum(gamma, axis=0)  # (R, S, L)
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
             checks = [xp.min(z)[None], xp.max(z)[None]]  # one concat below, no stack
             z = xp.where(z > 0.0, z, 1.0)
-            gamma = gamma / z[None, ...]
+            gamma /= z[None, ...]
             if previous is not None:
                 checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
             if R > 1:
