@@ -240,17 +240,17 @@ class _Context:
         # ones (the products there are never read); with interior matrices also the interior
         # forward (A, from s up) and backward (A^T, from e down). The loop uses d_0 ..
         # d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
-        ones = xp.ones((K, 1 + n - h, S), dtype=lik.dtype, device=dev)
-        seqs = [xp.concat([ones[:, :1, :], xp.flip(lik_t[:, :h, :], axis=1), ones[:, 1:, :]],
-                          axis=1),
-                xp.concat([ones[:, :1, :], lik_t[:, h + L:2 * h + L, :], ones[:, 1:, :]],
-                          axis=1)]
+        # (Written into one array: concatenations and a stack would copy them twice.)
         AT = xp.matrix_transpose(A)
-        mats = [AT, A]
+        mats = [AT, A, A, AT] if self.interior_matrices else [AT, A]
+        steps = xp.empty((len(mats), K, n + 1, S), dtype=lik.dtype, device=dev)
+        steps[:2, :, :1, :] = 1.0
+        steps[0, :, 1:h + 1, :] = xp.flip(lik_t[:, :h, :], axis=1)
+        steps[1, :, 1:h + 1, :] = lik_t[:, h + L:2 * h + L, :]
+        steps[:2, :, h + 1:, :] = 1.0
         if self.interior_matrices:
-            seqs += [lik_t[:, h:h + n + 1, :], xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)]
-            mats += [A, AT]
-        steps = xp.stack(seqs)  # (P, K, n + 1, S)
+            steps[2, ...] = lik_t[:, h:h + n + 1, :]
+            steps[3, ...] = xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
 
