@@ -168,7 +168,8 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     K = A.shape[-1]
     # The first and last start (one synchronisation), and the largest buffer any subchain can
     # use (beyond it every buffer is cut at both ends).
-    lo, hi = (int(v) for v in xp.stack([xp.min(starts), xp.max(starts)]))
+    lo, hi = (int(v) for v in xp.concat([xp.min(starts, keepdims=True),
+                                         xp.max(starts, keepdims=True)]))
     cover = max(hi, T - L - lo)
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
@@ -287,11 +288,12 @@ class _Context:
             # No buffer of this pass reaches an end (the usual case on a long chain): every
             # boundary is at a round itself, so only the rounds' products are contracted.
             at = xp.asarray(rounds, dtype=starts.dtype, device=dev)
+            # (the gathers are fresh: scaled in place)
             x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S)
-            x = xp.concat([x[:1, ...] * self.stationary[None, :, None, None], x[1:, ...]])
-            ends = xp.sum(xp.take(out[:, :2, ...], at, axis=0)
-                          * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
-                          axis=2)  # (R, 2, K, S)
+            x[0, ...] *= self.stationary[:, None, None]
+            ends = xp.take(out[:, :2, ...], at, axis=0)
+            ends *= xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :]
+            ends = xp.sum(ends, axis=2)  # (R, 2, K, S)
             v = xp.permute_dims(ends, (1, 0, 2, 3))
         else:
             # Every buffer length up to the largest round, then one gather per round and
@@ -314,7 +316,7 @@ class _Context:
             v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
                            (2, R, K, S))
         total = xp.sum(v, axis=2, keepdims=True)
-        v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
+        v /= xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S), fresh
 
         if self.interior_matrices:
             lik_int = lik[:, :, h:h + L]  # (K, S, L)
@@ -324,7 +326,7 @@ class _Context:
             # broadcasts over a short inner axis several times slower).
             V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
                            (2, S, K, K * L))
-            along = xp.reshape(xp.matmul(xp.permute_dims(v, (0, 3, 1, 2)), V),
+            along = xp.reshape(xp.permute_dims(v, (0, 3, 1, 2)) @ V,
                                (2, S, R, K, L))
             along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
                                           (2, K * R * S * L)), (2, K, R, S, L))
@@ -390,7 +392,8 @@ class _Context:
         else:
             norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
             coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, 1.0)
-        return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
+        a_prev *= coef[None, :]  # fresh
+        return A * (a_prev @ xp.matrix_transpose(b_next))
 
     def _interior_forward_backward(self, v, ll_int, beta_e, b):
         """Forward-backward of the interiors (S, L, K) from ``pred_s = v`` to ``beta_e``."""
