@@ -288,12 +288,16 @@ class _Context:
             # No buffer of this pass reaches an end (the usual case on a long chain): every
             # boundary is at a round itself, so only the rounds' products are contracted.
             at = xp.asarray(rounds, dtype=starts.dtype, device=dev)
-            # (the gathers are fresh: scaled in place)
-            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S)
+            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S), fresh: scaled in place
             x[0, ...] *= self.stationary[:, None, None]
-            ends = xp.take(out[:, :2, ...], at, axis=0)
-            ends *= xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :]
-            ends = xp.sum(ends, axis=2)  # (R, 2, K, S)
+            step = rounds[1] - rounds[0] if R > 1 else 1
+            if rounds == list(range(rounds[0], rounds[R - 1] + 1, step)):
+                # evenly spaced (GrowBuf's rounds): a strided view, no gather
+                ends = out[rounds[0]:rounds[R - 1] + 1:step, :2, ...]
+            else:
+                ends = xp.take(out[:, :2, ...], at, axis=0)
+            ends = xp.sum(ends * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+                          axis=2)  # (R, 2, K, S)
             v = xp.permute_dims(ends, (1, 0, 2, 3))
         else:
             # Every buffer length up to the largest round, then one gather per round and
