@@ -29,7 +29,7 @@ from gpnum.backend import default_rng, device_of, get_namespace
 from gpnum.errors import check_int, check_positive
 from gpnum.hmm._inference import forward_backward, viterbi
 from gpnum.hmm._special import digamma, lgamma
-from gpnum.hmm._subchains import subchain_posterior
+from gpnum.hmm._subchains import start_range, subchain_posterior
 
 __all__ = ["HMMBase"]
 
@@ -360,7 +360,6 @@ class HMMBase:
         # Expected log parameters are finite (digamma differences of positive weights); one
         # global shift keeps the rows' relative weights and puts the largest entry at 1.
         A = xp.exp(log_A - xp.max(log_A))
-        pi0 = xp.exp(log_pi0 - xp.max(log_pi0))
         # A subchain whose buffer does not reach the chain's start starts from the stationary
         # distribution of the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
         stationary = _stationary(xp, A / xp.sum(A, axis=-1, keepdims=True))
@@ -369,19 +368,27 @@ class HMMBase:
         # Batch factors (module docstring) of the interiors (S, L): c_e(t) = min(t, T - L) -
         # max(0, t - L + 1) + 1 = min(t + 1, T - t, L, T - L + 1) and, for the pair (t - 1, t),
         # c_a(t) = min(t, T - t, L - 1, T - L + 1) (as minima: fewer operations than clips).
-        steps_l = xp.arange(L, dtype=starts.dtype, device=dev)
-        position = starts[:, None] + steps_l[None, :]
-        to_end = T - position
-        c_e = xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1))
-        c_a = xp.minimum(xp.minimum(position[:, 1:], to_end[:, 1:]), min(L - 1, T - L + 1))
-        w_e = (n_starts / S) / xp.astype(c_e, dtype)
-        w_a = (n_starts / S) / xp.astype(c_a, dtype)
+        # Both are their constant caps for starts in L - 1 .. T - 2 L + 1 (all but those near
+        # the chain's ends: one synchronisation on the first and last start tells).
+        first_last = start_range(starts)
+        position = starts[:, None] + xp.arange(L, dtype=starts.dtype, device=dev)[None, :]
+        if L - 1 <= first_last[0] and first_last[1] <= T - 2 * L + 1:
+            c_e = xp.full((S, L), float(min(L, T - L + 1)), dtype=dtype, device=dev)
+            c_a = xp.full((S, L - 1), float(min(L - 1, T - L + 1)), dtype=dtype, device=dev)
+        else:
+            to_end = T - position
+            c_e = xp.astype(xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1)),
+                            dtype)
+            c_a = xp.astype(xp.minimum(xp.minimum(position[:, 1:], to_end[:, 1:]),
+                                       min(L - 1, T - L + 1)), dtype)
+        w_e = (n_starts / S) / c_e
+        w_a = (n_starts / S) / c_a
         post = subchain_posterior(
-            pi0, stationary, A, self._log_lik_function(), Y, starts, L,
+            log_pi0, stationary, A, self._log_lik_function(), Y, starts, L,
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
             max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer),
-            expected_buffer=expected_buffer)
+            expected_buffer=expected_buffer, first_last=first_last)
         gamma = post.marginals  # (S, L, K)
         if post.first_start == 0:  # only the subchain at the chain's start holds its state
             first = xp.astype(starts == 0, dtype) * (n_starts / S)

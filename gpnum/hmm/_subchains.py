@@ -28,7 +28,7 @@ import math
 from gpnum.backend import device_of, get_namespace, matmul_writer
 from gpnum.hmm._inference import _safe_log, forward_backward
 
-__all__ = ["SubchainPosterior", "subchain_posterior"]
+__all__ = ["SubchainPosterior", "start_range", "subchain_posterior"]
 
 #: Interior transfer matrices are kept for subchains with ``L S K^2`` at most this many
 #: entries (16 MiB in float64); longer subchains run a forward-backward of the interiors per
@@ -124,15 +124,24 @@ def _rescale_interval(xp, A):
     return max(1, min(64, int(m)))
 
 
-def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
+def start_range(starts):
+    """The first and last of the subchain starts, on the host (one synchronisation)."""
+    xp = get_namespace(starts)
+    lo, hi = (int(v) for v in xp.concat([xp.min(starts, keepdims=True),
+                                         xp.max(starts, keepdims=True)]))
+    return lo, hi
+
+
+def subchain_posterior(log_pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
                        transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None,
-                       expected_buffer=None):
+                       expected_buffer=None, first_last=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
     ----------
-    pi0 : array (K,)
-        Start weights (any positive scale) of a buffer that reaches the chain's start.
+    log_pi0 : array (K,)
+        Log start weights (any shift) of a buffer that reaches the chain's start (only
+        exponentiated when one does).
     stationary : array (K,)
         Start distribution of one that does not.
     A : array (K, K)
@@ -157,6 +166,8 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         GrowBuf's likely outcome (e.g. the last SVI step's buffer): the rounds up to it are
         scored before the later ones of the same transfer loop. The result does not depend
         on it, only the work does.
+    first_last : (int, int), optional
+        :func:`start_range` of ``starts``, when the caller has it.
 
     Returns
     -------
@@ -166,10 +177,9 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     T = Y.shape[0]
     S = starts.shape[0]
     K = A.shape[-1]
-    # The first and last start (one synchronisation), and the largest buffer any subchain can
-    # use (beyond it every buffer is cut at both ends).
-    lo, hi = (int(v) for v in xp.concat([xp.min(starts, keepdims=True),
-                                         xp.max(starts, keepdims=True)]))
+    # The first and last start, and the largest buffer any subchain can use (beyond it every
+    # buffer is cut at both ends).
+    lo, hi = start_range(starts) if first_last is None else first_last
     cover = max(hi, T - L - lo)
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
@@ -177,7 +187,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
+    ctx = _Context(xp, log_pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
                    transition_weights, grow_tol, interior_matrices,
                    math.inf if expected_buffer is None else expected_buffer)
     scored, previous = 0, None
@@ -197,7 +207,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
+    def __init__(self, xp, log_pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
                  transition_weights, grow_tol, interior_matrices, expected_buffer):
         self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
             xp, A, log_lik_of, Y, starts, L)
@@ -206,7 +216,7 @@ class _Context:
         self.interior_matrices = interior_matrices
         self.expected_buffer = expected_buffer
         # The boundary vectors are normalised, so the start weights' scale is irrelevant.
-        self.pi0, self.stationary = pi0, stationary
+        self.log_pi0, self.stationary = log_pi0, stationary
         self.every = _rescale_interval(xp, A)
 
     def score(self, n, rounds, previous, final):
@@ -305,7 +315,8 @@ class _Context:
             if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
                 at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
                             == starts[None, :])  # (nb, S)
-                start = xp.where(at_start, self.pi0[:, None, None],
+                pi0 = xp.exp(self.log_pi0 - xp.max(self.log_pi0))
+                start = xp.where(at_start, pi0[:, None, None],
                                  self.stationary[:, None, None])
             else:
                 start = self.stationary[:, None, None]
