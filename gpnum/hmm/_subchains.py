@@ -336,39 +336,40 @@ class _Context:
         if self.interior_matrices:
             lik_int = lik[:, :, h:h + L]  # (K, S, L)
             # x^T V_k for k < L, both sides in one batched GEMM (2 S of them), then one copy
-            # states first, (2, K, R, S, L): the sums over states then add contiguous slabs
-            # and the normalisations broadcast along the leading axis (NumPy reduces and
-            # broadcasts over a short inner axis several times slower).
+            # rounds then states first, (2, R, K, S, L): the sums over states then add
+            # contiguous slabs, the normalisations broadcast along a leading axis (NumPy
+            # reduces and broadcasts over a short inner axis several times slower), and each
+            # round's change from the one before is taken over contiguous slabs.
             V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
                            (2, S, K, K * L))
             along = xp.reshape(xp.permute_dims(v, (0, 3, 1, 2)) @ V,
                                (2, S, R, K, L))
-            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
-                                          (2, K * R * S * L)), (2, K, R, S, L))
+            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 2, 3, 1, 4)),
+                                          (2, R * K * S * L)), (2, R, K, S, L))
             pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
-            gamma = pred * lik_int[:, None, ...]  # fresh: updated in place below
+            gamma = pred * lik_int[None, ...]  # fresh: updated in place below
             gamma *= beta
-            z = xp.sum(gamma, axis=0)  # (R, S, L)
+            z = xp.sum(gamma, axis=1)  # (R, S, L)
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
             checks = [xp.min(z)[None], xp.max(z)[None]]  # one concat below, no stack
             z = xp.where(z > 0.0, z, 1.0)
-            gamma /= z[None, ...]
+            gamma /= z[:, None, ...]
             if previous is not None:
-                checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
+                checks.append(xp.max(xp.abs(gamma[0, ...] - previous))[None])
             if R > 1:
-                checks.append(xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]),
-                                     axis=(0, 2, 3)))
+                checks.append(xp.max(xp.abs(gamma[1:, ...] - gamma[:R - 1, ...]),
+                                     axis=(1, 2, 3)))
             flags = [float(f) for f in xp.concat(checks)]
             if flags[0] > 0.0 and flags[1] < math.inf:
                 changes = flags[2:] if previous is not None else [math.inf] + flags[2:]
                 r = self._accepted(changes, final)
                 if r is None:
-                    return None, gamma[:, R - 1, ...]
-                marginals = xp.permute_dims(gamma[:, r, ...], (1, 2, 0))  # (S, L, K)
+                    return None, gamma[R - 1, ...]
+                marginals = xp.permute_dims(gamma[r, ...], (1, 2, 0))  # (S, L, K)
                 return SubchainPosterior(marginals, self._pairwise(
-                    pred[:, r, ...], lik_int, beta[:, r, ...], z[r, ...]), rounds[r], lo), None
+                    pred[r, ...], lik_int, beta[r, ...], z[r, ...]), rounds[r], lo), None
         v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
