@@ -264,6 +264,15 @@ class _Context:
             steps[3, ...] = xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
+        V = None
+        if self.interior_matrices:
+            # The interior products V_k (k < L) of each subchain, (2, S, K, K L), the
+            # backward ones in time order (their loop runs from e down): the interior
+            # marginals then take no reversed, strided operand.
+            V = xp.empty((2, S, K, K, L), dtype=out.dtype, device=dev)
+            V[0, ...] = xp.permute_dims(out[:L, 2, ...], (3, 2, 1, 0))
+            V[1, ...] = xp.permute_dims(xp.flip(out[:L, 3, ...], axis=0), (3, 2, 1, 0))
+            V = xp.reshape(V, (2, S, K, K * L))
 
         # The rounds up to the expected buffer first: the later ones are scored (from the same
         # products) only if none of these is accepted, which spares their interior marginals
@@ -271,16 +280,16 @@ class _Context:
         first = bisect.bisect_right(rounds, self.expected_buffer)
         chunks = [rounds[:first], rounds[first:]] if 0 < first < R else [rounds]
         for i, chunk in enumerate(chunks):
-            post, previous = self._score_rounds(chunk, out, steps, lik, ll, h, previous,
+            post, previous = self._score_rounds(chunk, out, V, steps, lik, ll, h, previous,
                                                 final and i == len(chunks) - 1)
             if post is not None:
                 return post, None
         return None, previous
 
-    def _score_rounds(self, rounds, out, steps, lik, ll, h, previous, final):
-        """Score the buffer lengths ``rounds`` from the transfer products ``out`` and row
-        scales ``steps`` of :meth:`score`'s pass (window half-width ``h``), after the
-        marginals ``previous``; returns as :meth:`score`."""
+    def _score_rounds(self, rounds, out, V, steps, lik, ll, h, previous, final):
+        """Score the buffer lengths ``rounds`` from the transfer products ``out`` (interior
+        ones as ``V``, or None) and row scales ``steps`` of :meth:`score`'s pass (window
+        half-width ``h``), after the marginals ``previous``; returns as :meth:`score`."""
         xp, L, starts = self.xp, self.L, self.starts
         T = self.Y.shape[0]
         S = starts.shape[0]
@@ -340,13 +349,11 @@ class _Context:
             # contiguous slabs, the normalisations broadcast along a leading axis (NumPy
             # reduces and broadcasts over a short inner axis several times slower), and each
             # round's change from the one before is taken over contiguous slabs.
-            V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
-                           (2, S, K, K * L))
             along = xp.reshape(xp.permute_dims(v, (0, 3, 1, 2)) @ V,
                                (2, S, R, K, L))
             along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 2, 3, 1, 4)),
                                           (2, R * K * S * L)), (2, R, K, S, L))
-            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
+            pred, beta = along[0, ...], along[1, ...]
             gamma = pred * lik_int[None, ...]  # fresh: updated in place below
             gamma *= beta
             z = xp.sum(gamma, axis=1)  # (R, S, L)
