@@ -371,11 +371,12 @@ class HMMBase:
         # Both are their constant caps for starts in L - 1 .. T - 2 L + 1 (all but those near
         # the chain's ends: one synchronisation on the first and last start tells).
         first_last = start_range(starts)
-        position = starts[:, None] + xp.arange(L, dtype=starts.dtype, device=dev)[None, :]
         if L - 1 <= first_last[0] and first_last[1] <= T - 2 * L + 1:
-            c_e = xp.full((S, L), float(min(L, T - L + 1)), dtype=dtype, device=dev)
-            c_a = xp.full((S, L - 1), float(min(L - 1, T - L + 1)), dtype=dtype, device=dev)
+            drawn = starts.shape[0]  # (S scales the factors; it may differ from this)
+            c_e = xp.full((drawn, L), float(min(L, T - L + 1)), dtype=dtype, device=dev)
+            c_a = xp.full((drawn, L - 1), float(min(L - 1, T - L + 1)), dtype=dtype, device=dev)
         else:
+            position = starts[:, None] + xp.arange(L, dtype=starts.dtype, device=dev)[None, :]
             to_end = T - position
             c_e = xp.astype(xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1)),
                             dtype)
@@ -396,14 +397,13 @@ class HMMBase:
         else:
             pi = xp.zeros((self.num_states,), dtype=dtype, device=dev)
         stats = {"pi": pi, "A": post.pairwise}
-        Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
         # The weighted marginals states first (K, S L) (the local step's own layout: the
         # permutation is a contiguous view), passed as their (S L, K) transpose: the
         # statistics are a GEMM either way, and NumPy scales a last axis of K several times
         # slower than one of L.
         weights = xp.reshape(xp.permute_dims(gamma, (2, 0, 1)) * w_e[None, ...],
                              (self.num_states, L * S))
-        stats.update(self._emission_statistics(xp.matrix_transpose(weights), Yint))
+        stats.update(self._emission_statistics(xp.matrix_transpose(weights), post.rows))
         return stats, post.buffer
 
     def _svi_settings(self, T, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,

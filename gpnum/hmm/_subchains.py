@@ -52,6 +52,9 @@ class SubchainPosterior:
     first_start : int
         The smallest subchain start (a host integer: whether any subchain holds the chain's
         first state).
+    rows : array (S L, ...)
+        The chain's rows ``Y[s .. e]`` of the interiors, subchain by subchain (taken from the
+        gathered windows: the caller's statistics need not gather them again).
     """
 
     def __init__(self, marginals, pairwise, buffer, first_start):
@@ -59,6 +62,7 @@ class SubchainPosterior:
         self.pairwise = pairwise
         self.buffer = buffer
         self.first_start = first_start
+        self.rows = None
 
 
 def _transfer_products(xp, M, steps, n, every=1):
@@ -199,6 +203,7 @@ def subchain_posterior(log_pi0, stationary, A, log_lik_of, Y, starts, L, buffer,
         final = scored + len(usable) == len(rounds)
         post, previous = ctx.score(n, usable, previous, final)
         if post is not None:
+            post.rows = ctx.interior_rows()
             return post
         scored += len(usable)
         n = min(max(2 * n, rounds[scored]), rounds[-1])
@@ -241,8 +246,9 @@ class _Context:
             position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
         # States first, (K, S, W): NumPy broadcasts and reduces over a last axis as short as
         # K several times slower. (Expected log likelihoods are finite.)
-        ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
-                        (K, S, W))
+        rows = xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)
+        self.window = (rows, h)  # the last pass's, for interior_rows
+        ll = xp.reshape(self.log_lik_of(rows), (K, S, W))
         lik = xp.exp(ll - xp.max(ll, axis=0)[None, ...])  # maximum 1 per step
         lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
         # Row scales d_0 .. d_n of the outward sequences: the left buffer (A^T, from s - 1
@@ -285,6 +291,14 @@ class _Context:
             if post is not None:
                 return post, None
         return None, previous
+
+    def interior_rows(self):
+        """The rows of the interiors (S L, ...), from the last pass's window (interior
+        positions are never clipped)."""
+        rows, h = self.window
+        S, L, tail = self.starts.shape[0], self.L, self.Y.shape[1:]
+        window = self.xp.reshape(rows, (S, L + 2 * h) + tail)
+        return self.xp.reshape(window[:, h:h + L, ...], (S * L,) + tail)
 
     def _score_rounds(self, rounds, out, V, steps, lik, ll, h, previous, final):
         """Score the buffer lengths ``rounds`` from the transfer products ``out`` (interior
