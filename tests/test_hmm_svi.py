@@ -192,7 +192,8 @@ def test_svi_step_sizes_and_interpolation(xp, to64):
         np.testing.assert_allclose(_np(model.posterior_[key]), w[key], rtol=1e-12, err_msg=key)
 
 
-def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, grow_tol=1e-3):
+def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, grow_tol=1e-3,
+                                   max_buffer=None):
     """The scaled statistics written out per subchain with NumPy's log-space forward-backward
     on the buffered window ``s - min(b, s) .. e + min(b, T - 1 - e)`` (a buffer stops at the
     chain's ends), started from q(pi) where it reaches the chain's start and from the
@@ -220,6 +221,8 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
         return out
 
     cover = max(starts.max(), T - L - starts.min())
+    if max_buffer is not None:
+        cover = min(cover, max_buffer)
     if buffer == "grow":
         g = max(1, L // 4) if grow_step is None else grow_step
         b, post = 0, interiors(0)
@@ -287,6 +290,53 @@ def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffe
         for key, value in reference.items():
             np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10,
                                        err_msg=f"{key}, interior matrices up to {entries}")
+
+
+@pytest.mark.parametrize("expected", ["none", "first round", "round before", "accepted",
+                                      "beyond"])
+def test_growbuf_expected_buffer_changes_nothing(xp, to64, expected):
+    """GrowBuf told which buffer to expect (the rounds up to it scored first, the later ones
+    of the same transfer loop only if none of those is accepted; "round before": the
+    accepted round is the first of the second batch, its change taken from the first
+    batch's last round) against the textbook per-window forward-backward."""
+    rng = np.random.default_rng(33)
+    T, L, g = 120, 8, 2
+    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
+    Yx = to64(Y)
+    model = GaussianHMM(3, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    starts = np.array([0, 9, 37, 60, 100, T - L])
+    reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, "grow",
+                                                      grow_step=g, grow_tol=1e-4)
+    # within the first transfer loop (L - 1 steps), beyond its first two rounds
+    assert 2 * g <= b_ref <= L - 1
+    hint = {"none": None, "first round": 0, "round before": b_ref - g, "accepted": b_ref,
+            "beyond": 1000}[expected]
+    stats, b = model._subchain_statistics(Yx, to64(starts), L, "grow", grow_step=g,
+                                          grow_tol=1e-4, expected_buffer=hint)
+    assert b == b_ref
+    for key, value in reference.items():
+        np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10, err_msg=key)
+
+
+def test_growbuf_rounds_not_evenly_spaced(xp, to64):
+    """GrowBuf's rounds b = 0, 2, 4 and the cap 5 (not on the grid), none accepted before the
+    cap, scored in one batch (their products gathered, not sliced at a stride) with no buffer
+    reaching a chain end, against the textbook per-window forward-backward."""
+    rng = np.random.default_rng(34)
+    T, L = 120, 8
+    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
+    Yx = to64(Y)
+    model = GaussianHMM(3, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    starts = np.array([37, 44, 60, 70])
+    reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, "grow", grow_step=2,
+                                                      grow_tol=1e-300, max_buffer=5)
+    stats, b = model._subchain_statistics(Yx, to64(starts), L, "grow", grow_step=2,
+                                          grow_tol=1e-300, max_buffer=5)
+    assert b == b_ref == 5
+    for key, value in reference.items():
+        np.testing.assert_allclose(_np(stats[key]), value, rtol=1e-10, atol=1e-10, err_msg=key)
 
 
 def test_subchain_statistics_float32_long_buffers_stay_in_range(xp, to_xp, dtype):

@@ -29,7 +29,7 @@ from gpnum.backend import default_rng, device_of, get_namespace
 from gpnum.errors import check_int, check_positive
 from gpnum.hmm._inference import forward_backward, viterbi
 from gpnum.hmm._special import digamma, lgamma
-from gpnum.hmm._subchains import subchain_posterior
+from gpnum.hmm._subchains import start_range, subchain_posterior
 
 __all__ = ["HMMBase"]
 
@@ -344,7 +344,8 @@ class HMMBase:
 
     # ----------------------------------------------------------------------------- SVI
     def _subchain_statistics(self, Y, starts, L, buffer, *, num_subchains=None,
-                             grow_step=None, grow_tol=1e-3, max_buffer=None):
+                             grow_step=None, grow_tol=1e-3, max_buffer=None,
+                             expected_buffer=None):
         """Scaled sufficient statistics of subchains starting at ``starts`` (S,) (device ints).
 
         Returns the statistics dict (already multiplied by the batch factors in the module
@@ -359,7 +360,6 @@ class HMMBase:
         # Expected log parameters are finite (digamma differences of positive weights); one
         # global shift keeps the rows' relative weights and puts the largest entry at 1.
         A = xp.exp(log_A - xp.max(log_A))
-        pi0 = xp.exp(log_pi0 - xp.max(log_pi0))
         # A subchain whose buffer does not reach the chain's start starts from the stationary
         # distribution of the expected transition matrix (Foti et al.: pi-hat), not from q(pi).
         stationary = _stationary(xp, A / xp.sum(A, axis=-1, keepdims=True))
@@ -368,18 +368,28 @@ class HMMBase:
         # Batch factors (module docstring) of the interiors (S, L): c_e(t) = min(t, T - L) -
         # max(0, t - L + 1) + 1 = min(t + 1, T - t, L, T - L + 1) and, for the pair (t - 1, t),
         # c_a(t) = min(t, T - t, L - 1, T - L + 1) (as minima: fewer operations than clips).
-        steps_l = xp.arange(L, dtype=starts.dtype, device=dev)
-        position = starts[:, None] + steps_l[None, :]
-        to_end = T - position
-        c_e = xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1))
-        c_a = xp.minimum(xp.minimum(position[:, 1:], to_end[:, 1:]), min(L - 1, T - L + 1))
-        w_e = (n_starts / S) / xp.astype(c_e, dtype)
-        w_a = (n_starts / S) / xp.astype(c_a, dtype)
+        # Both are their constant caps for starts in L - 1 .. T - 2 L + 1 (all but those near
+        # the chain's ends: one synchronisation on the first and last start tells).
+        first_last = start_range(starts)
+        if L - 1 <= first_last[0] and first_last[1] <= T - 2 * L + 1:
+            drawn = starts.shape[0]  # (S scales the factors; it may differ from this)
+            c_e = xp.full((drawn, L), float(min(L, T - L + 1)), dtype=dtype, device=dev)
+            c_a = xp.full((drawn, L - 1), float(min(L - 1, T - L + 1)), dtype=dtype, device=dev)
+        else:
+            position = starts[:, None] + xp.arange(L, dtype=starts.dtype, device=dev)[None, :]
+            to_end = T - position
+            c_e = xp.astype(xp.minimum(xp.minimum(position + 1, to_end), min(L, T - L + 1)),
+                            dtype)
+            c_a = xp.astype(xp.minimum(xp.minimum(position[:, 1:], to_end[:, 1:]),
+                                       min(L - 1, T - L + 1)), dtype)
+        w_e = (n_starts / S) / c_e
+        w_a = (n_starts / S) / c_a
         post = subchain_posterior(
-            pi0, stationary, A, self._log_lik_function(), Y, starts, L,
+            log_pi0, stationary, A, self._log_lik_function(), Y, starts, L,
             buffer, transition_weights=w_a, grow_tol=grow_tol,
             grow_step=max(1, L // 4) if grow_step is None else grow_step,
-            max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer))
+            max_buffer=(_MAX_BUFFER_FACTOR * L if max_buffer is None else max_buffer),
+            expected_buffer=expected_buffer, first_last=first_last)
         gamma = post.marginals  # (S, L, K)
         if post.first_start == 0:  # only the subchain at the chain's start holds its state
             first = xp.astype(starts == 0, dtype) * (n_starts / S)
@@ -387,14 +397,13 @@ class HMMBase:
         else:
             pi = xp.zeros((self.num_states,), dtype=dtype, device=dev)
         stats = {"pi": pi, "A": post.pairwise}
-        Yint = xp.take(Y, xp.reshape(position, (-1,)), axis=0)
         # The weighted marginals states first (K, S L) (the local step's own layout: the
         # permutation is a contiguous view), passed as their (S L, K) transpose: the
         # statistics are a GEMM either way, and NumPy scales a last axis of K several times
         # slower than one of L.
         weights = xp.reshape(xp.permute_dims(gamma, (2, 0, 1)) * w_e[None, ...],
                              (self.num_states, L * S))
-        stats.update(self._emission_statistics(xp.matrix_transpose(weights), Yint))
+        stats.update(self._emission_statistics(xp.matrix_transpose(weights), post.rows))
         return stats, post.buffer
 
     def _svi_settings(self, T, L, S, buffer, steps, tau, kappa, seed, grow_step, grow_tol,
@@ -436,11 +445,13 @@ class HMMBase:
         rng = default_rng(seed, xp=xp, device=dev)
         history = {"elbo": [], "time": [], "step": [], "buffer": []}
         elapsed = 0.0
+        b = None  # GrowBuf's last buffer: the likely next one (spares work, changes nothing)
         for t in range(1, steps + 1):
             tic = time.perf_counter()
             starts = rng.integers(0, T - L + 1, (S,))
             stats, b = self._subchain_statistics(Y, starts, L, buffer, grow_step=grow_step,
-                                                 grow_tol=grow_tol, max_buffer=max_buffer)
+                                                 grow_tol=grow_tol, max_buffer=max_buffer,
+                                                 expected_buffer=b)
             rho = (t + tau) ** (-kappa)
             self._global_step(stats, rho)
             elapsed += time.perf_counter() - tic

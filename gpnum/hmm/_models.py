@@ -311,8 +311,14 @@ class GaussianHMM(HMMBase):
         constant = constant[:, None]
 
         def log_lik(Y):
-            Z = linear @ (xp.matrix_transpose(Y) - centre[:, None]) + offset  # (K D, N)
-            return block_t @ (Z * Z) + constant
+            # The products are fresh, so they are updated in place (each (K D, N) temporary
+            # spared is a large allocation and a pass over memory).
+            Z = linear @ xp.matrix_transpose(Y - centre)  # (K D, N); Y - c is a faster pass
+            Z += offset
+            Z *= Z
+            out = block_t @ Z
+            out += constant
+            return out
 
         return log_lik
 

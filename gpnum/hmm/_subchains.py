@@ -11,8 +11,9 @@ outwards from the subchain, so one loop over ``n`` steps yields them for every b
 to ``n`` at once, and with the interior's own prefix products (the same loop) the marginals of
 any buffer length are a few array operations. GrowBuf's rounds (``b = 0, g, 2g, ...`` until the
 interior marginals move by less than its tolerance) then cost one loop of ``max(L - 1, b)``
-steps per SVI step instead of a forward-backward over ``L + 2 b`` steps per round, and all the
-rounds are scored in one batch with one synchronisation.
+steps per SVI step instead of a forward-backward over ``L + 2 b`` steps per round, and the
+rounds are scored in one batch with one synchronisation (two when told the likely buffer and it
+is not accepted: the rounds up to it first, so that the usual step scores no later round).
 
 Every loop step is one row scaling and one GEMM ``(K, K) @ (K, K S)`` per sequence on the
 transposed products of the ``S`` subchains (rescaled only every few steps: only the marginals
@@ -27,7 +28,7 @@ import math
 from gpnum.backend import device_of, get_namespace, matmul_writer
 from gpnum.hmm._inference import _safe_log, forward_backward
 
-__all__ = ["SubchainPosterior", "subchain_posterior"]
+__all__ = ["SubchainPosterior", "start_range", "subchain_posterior"]
 
 #: Interior transfer matrices are kept for subchains with ``L S K^2`` at most this many
 #: entries (16 MiB in float64); longer subchains run a forward-backward of the interiors per
@@ -51,6 +52,9 @@ class SubchainPosterior:
     first_start : int
         The smallest subchain start (a host integer: whether any subchain holds the chain's
         first state).
+    rows : array (S L, ...)
+        The chain's rows ``Y[s .. e]`` of the interiors, subchain by subchain (taken from the
+        gathered windows: the caller's statistics need not gather them again).
     """
 
     def __init__(self, marginals, pairwise, buffer, first_start):
@@ -58,6 +62,7 @@ class SubchainPosterior:
         self.pairwise = pairwise
         self.buffer = buffer
         self.first_start = first_start
+        self.rows = None
 
 
 def _transfer_products(xp, M, steps, n, every=1):
@@ -123,14 +128,24 @@ def _rescale_interval(xp, A):
     return max(1, min(64, int(m)))
 
 
-def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
-                       transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None):
+def start_range(starts):
+    """The first and last of the subchain starts, on the host (one synchronisation)."""
+    xp = get_namespace(starts)
+    lo, hi = (int(v) for v in xp.concat([xp.min(starts, keepdims=True),
+                                         xp.max(starts, keepdims=True)]))
+    return lo, hi
+
+
+def subchain_posterior(log_pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
+                       transition_weights, grow_step=1, grow_tol=1e-3, max_buffer=None,
+                       expected_buffer=None, first_last=None):
     """Interior marginals and weighted pairwise sums of ``S`` buffered subchains.
 
     Parameters
     ----------
-    pi0 : array (K,)
-        Start weights (any positive scale) of a buffer that reaches the chain's start.
+    log_pi0 : array (K,)
+        Log start weights (any shift) of a buffer that reaches the chain's start (only
+        exponentiated when one does).
     stationary : array (K,)
         Start distribution of one that does not.
     A : array (K, K)
@@ -151,6 +166,12 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         ends of the chain.
     transition_weights : array (S, L - 1)
         Weight of each interior pair ``(t - 1, t)``, ``t = s + 1 .. e``, in ``pairwise``.
+    expected_buffer : int, optional
+        GrowBuf's likely outcome (e.g. the last SVI step's buffer): the rounds up to it are
+        scored before the later ones of the same transfer loop. The result does not depend
+        on it, only the work does.
+    first_last : (int, int), optional
+        :func:`start_range` of ``starts``, when the caller has it.
 
     Returns
     -------
@@ -160,9 +181,9 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     T = Y.shape[0]
     S = starts.shape[0]
     K = A.shape[-1]
-    # The first and last start (one synchronisation), and the largest buffer any subchain can
-    # use (beyond it every buffer is cut at both ends).
-    lo, hi = (int(v) for v in xp.stack([xp.min(starts), xp.max(starts)]))
+    # The first and last start, and the largest buffer any subchain can use (beyond it every
+    # buffer is cut at both ends).
+    lo, hi = start_range(starts) if first_last is None else first_last
     cover = max(hi, T - L - lo)
     if buffer == "grow":
         limit = cover if max_buffer is None else min(cover, max_buffer)
@@ -170,8 +191,9 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
     else:
         rounds = [min(int(buffer), cover)]
     interior_matrices = L * S * K * K <= _TRANSFER_MAX_ENTRIES
-    ctx = _Context(xp, pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
-                   transition_weights, grow_tol, interior_matrices)
+    ctx = _Context(xp, log_pi0, stationary, A, log_lik_of, Y, starts, (lo, hi), L,
+                   transition_weights, grow_tol, interior_matrices,
+                   math.inf if expected_buffer is None else expected_buffer)
     scored, previous = 0, None
     n = rounds[min(1, len(rounds) - 1)]
     while True:
@@ -181,6 +203,7 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
         final = scored + len(usable) == len(rounds)
         post, previous = ctx.score(n, usable, previous, final)
         if post is not None:
+            post.rows = ctx.interior_rows()
             return post
         scored += len(usable)
         n = min(max(2 * n, rounds[scored]), rounds[-1])
@@ -189,15 +212,16 @@ def subchain_posterior(pi0, stationary, A, log_lik_of, Y, starts, L, buffer, *,
 class _Context:
     """What every scoring pass of one SVI step's subchains shares."""
 
-    def __init__(self, xp, pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
-                 transition_weights, grow_tol, interior_matrices):
+    def __init__(self, xp, log_pi0, stationary, A, log_lik_of, Y, starts, start_range, L,
+                 transition_weights, grow_tol, interior_matrices, expected_buffer):
         self.xp, self.A, self.log_lik_of, self.Y, self.starts, self.L = (
             xp, A, log_lik_of, Y, starts, L)
         self.start_range = start_range  # (first, last) start, on the host
         self.weights, self.grow_tol = transition_weights, grow_tol
         self.interior_matrices = interior_matrices
+        self.expected_buffer = expected_buffer
         # The boundary vectors are normalised, so the start weights' scale is irrelevant.
-        self.pi0, self.stationary = pi0, stationary
+        self.log_pi0, self.stationary = log_pi0, stationary
         self.every = _rescale_interval(xp, A)
 
     def score(self, n, rounds, previous, final):
@@ -222,8 +246,9 @@ class _Context:
             position = xp.maximum(xp.minimum(position, T - 1), 0)  # (S, W)
         # States first, (K, S, W): NumPy broadcasts and reduces over a last axis as short as
         # K several times slower. (Expected log likelihoods are finite.)
-        ll = xp.reshape(self.log_lik_of(xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)),
-                        (K, S, W))
+        rows = xp.take(self.Y, xp.reshape(position, (-1,)), axis=0)
+        self.window = (rows, h)  # the last pass's, for interior_rows
+        ll = xp.reshape(self.log_lik_of(rows), (K, S, W))
         lik = xp.exp(ll - xp.max(ll, axis=0)[None, ...])  # maximum 1 per step
         lik_t = xp.permute_dims(lik, (0, 2, 1))  # (K, W, S)
         # Row scales d_0 .. d_n of the outward sequences: the left buffer (A^T, from s - 1
@@ -232,20 +257,60 @@ class _Context:
         # ones (the products there are never read); with interior matrices also the interior
         # forward (A, from s up) and backward (A^T, from e down). The loop uses d_0 ..
         # d_{n-1}; a buffer of b steps ends in the likelihood d_b of its last step.
-        ones = xp.ones((K, 1 + n - h, S), dtype=lik.dtype, device=dev)
-        seqs = [xp.concat([ones[:, :1, :], xp.flip(lik_t[:, :h, :], axis=1), ones[:, 1:, :]],
-                          axis=1),
-                xp.concat([ones[:, :1, :], lik_t[:, h + L:2 * h + L, :], ones[:, 1:, :]],
-                          axis=1)]
+        # (Written into one array: concatenations and a stack would copy them twice.)
         AT = xp.matrix_transpose(A)
-        mats = [AT, A]
+        mats = [AT, A, A, AT] if self.interior_matrices else [AT, A]
+        steps = xp.empty((len(mats), K, n + 1, S), dtype=lik.dtype, device=dev)
+        steps[:2, :, :1, :] = 1.0
+        steps[0, :, 1:h + 1, :] = xp.flip(lik_t[:, :h, :], axis=1)
+        steps[1, :, 1:h + 1, :] = lik_t[:, h + L:2 * h + L, :]
+        steps[:2, :, h + 1:, :] = 1.0
         if self.interior_matrices:
-            seqs += [lik_t[:, h:h + n + 1, :], xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)]
-            mats += [A, AT]
-        steps = xp.stack(seqs)  # (P, K, n + 1, S)
+            steps[2, ...] = lik_t[:, h:h + n + 1, :]
+            steps[3, ...] = xp.flip(lik_t[:, h + L - 1 - n:h + L, :], axis=1)
         out = _transfer_products(xp, xp.stack(mats), steps, n, self.every)
         # out: (n + 1, P, K, K, S)
+        V = None
+        if self.interior_matrices:
+            # The interior products V_k (k < L) of each subchain, (2, S, K, K L), the
+            # backward ones in time order (their loop runs from e down): the interior
+            # marginals then take no reversed, strided operand.
+            V = xp.empty((2, S, K, K, L), dtype=out.dtype, device=dev)
+            V[0, ...] = xp.permute_dims(out[:L, 2, ...], (3, 2, 1, 0))
+            V[1, ...] = xp.permute_dims(xp.flip(out[:L, 3, ...], axis=0), (3, 2, 1, 0))
+            V = xp.reshape(V, (2, S, K, K * L))
 
+        # The rounds up to the expected buffer first: the later ones are scored (from the same
+        # products) only if none of these is accepted, which spares their interior marginals
+        # when the expected buffer is right (the usual case: it is the last step's).
+        first = bisect.bisect_right(rounds, self.expected_buffer)
+        chunks = [rounds[:first], rounds[first:]] if 0 < first < R else [rounds]
+        for i, chunk in enumerate(chunks):
+            post, previous = self._score_rounds(chunk, out, V, steps, lik, ll, h, previous,
+                                                final and i == len(chunks) - 1)
+            if post is not None:
+                return post, None
+        return None, previous
+
+    def interior_rows(self):
+        """The rows of the interiors (S L, ...), from the last pass's window (interior
+        positions are never clipped)."""
+        rows, h = self.window
+        S, L, tail = self.starts.shape[0], self.L, self.Y.shape[1:]
+        window = self.xp.reshape(rows, (S, L + 2 * h) + tail)
+        return self.xp.reshape(window[:, h:h + L, ...], (S * L,) + tail)
+
+    def _score_rounds(self, rounds, out, V, steps, lik, ll, h, previous, final):
+        """Score the buffer lengths ``rounds`` from the transfer products ``out`` (interior
+        ones as ``V``, or None) and row scales ``steps`` of :meth:`score`'s pass (window
+        half-width ``h``), after the marginals ``previous``; returns as :meth:`score`."""
+        xp, L, starts = self.xp, self.L, self.starts
+        T = self.Y.shape[0]
+        S = starts.shape[0]
+        K = self.A.shape[-1]
+        dev = device_of(starts)
+        lo, hi = self.start_range
+        R = len(rounds)
         # The boundary vectors of the rounds, both sides at once: V_b x_b with x_b = d_b times
         # the start weights (left: q(pi) for a buffer of b = s steps, which starts at the
         # chain's start, else the stationary distribution; right: 1), side 0 (pred_s) at
@@ -256,10 +321,15 @@ class _Context:
             # No buffer of this pass reaches an end (the usual case on a long chain): every
             # boundary is at a round itself, so only the rounds' products are contracted.
             at = xp.asarray(rounds, dtype=starts.dtype, device=dev)
-            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S)
-            x = xp.concat([x[:1, ...] * self.stationary[None, :, None, None], x[1:, ...]])
-            ends = xp.sum(xp.take(out[:, :2, ...], at, axis=0)
-                          * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
+            x = xp.take(steps[:2, ...], at, axis=2)  # (2, K, R, S), fresh: scaled in place
+            x[0, ...] *= self.stationary[:, None, None]
+            step = rounds[1] - rounds[0] if R > 1 else 1
+            if rounds == list(range(rounds[0], rounds[R - 1] + 1, step)):
+                # evenly spaced (GrowBuf's rounds): a strided view, no gather
+                ends = out[rounds[0]:rounds[R - 1] + 1:step, :2, ...]
+            else:
+                ends = xp.take(out[:, :2, ...], at, axis=0)
+            ends = xp.sum(ends * xp.permute_dims(x, (2, 0, 1, 3))[:, :, :, None, :],
                           axis=2)  # (R, 2, K, S)
             v = xp.permute_dims(ends, (1, 0, 2, 3))
         else:
@@ -268,7 +338,8 @@ class _Context:
             if lo < nb:  # some buffer of b = s < nb steps reaches the chain's start
                 at_start = (xp.arange(nb, dtype=starts.dtype, device=dev)[:, None]
                             == starts[None, :])  # (nb, S)
-                start = xp.where(at_start, self.pi0[:, None, None],
+                pi0 = xp.exp(self.log_pi0 - xp.max(self.log_pi0))
+                start = xp.where(at_start, pi0[:, None, None],
                                  self.stationary[:, None, None])
             else:
                 start = self.stationary[:, None, None]
@@ -283,43 +354,43 @@ class _Context:
             v = xp.reshape(xp.take(xp.reshape(ends, (-1,)), xp.reshape(index, (-1,)), axis=0),
                            (2, R, K, S))
         total = xp.sum(v, axis=2, keepdims=True)
-        v = v / xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S)
+        v /= xp.where(total > 0.0, total, 1.0)  # [pred_s, beta_e] (2, R, K, S), fresh
 
         if self.interior_matrices:
             lik_int = lik[:, :, h:h + L]  # (K, S, L)
             # x^T V_k for k < L, both sides in one batched GEMM (2 S of them), then one copy
-            # states first, (2, K, R, S, L): the sums over states then add contiguous slabs
-            # and the normalisations broadcast along the leading axis (NumPy reduces and
-            # broadcasts over a short inner axis several times slower).
-            V = xp.reshape(xp.permute_dims(out[:L, 2:, ...], (1, 4, 3, 2, 0)),
-                           (2, S, K, K * L))
-            along = xp.reshape(xp.matmul(xp.permute_dims(v, (0, 3, 1, 2)), V),
+            # rounds then states first, (2, R, K, S, L): the sums over states then add
+            # contiguous slabs, the normalisations broadcast along a leading axis (NumPy
+            # reduces and broadcasts over a short inner axis several times slower), and each
+            # round's change from the one before is taken over contiguous slabs.
+            along = xp.reshape(xp.permute_dims(v, (0, 3, 1, 2)) @ V,
                                (2, S, R, K, L))
-            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 3, 2, 1, 4)),
-                                          (2, K * R * S * L)), (2, K, R, S, L))
-            pred, beta = along[0, ...], xp.flip(along[1, ...], axis=-1)  # beta was reversed
-            gamma = pred * lik_int[:, None, ...] * beta
-            z = xp.sum(gamma, axis=0)  # (R, S, L)
+            along = xp.reshape(xp.reshape(xp.permute_dims(along, (0, 2, 3, 1, 4)),
+                                          (2, R * K * S * L)), (2, R, K, S, L))
+            pred, beta = along[0, ...], along[1, ...]
+            gamma = pred * lik_int[None, ...]  # fresh: updated in place below
+            gamma *= beta
+            z = xp.sum(gamma, axis=1)  # (R, S, L)
             # Host flags, one synchronisation: the change of each round from the one before
             # (the first against ``previous``), then min and max of the normalisers (a zero,
             # infinite or NaN one fails min > 0 or max < inf).
             checks = [xp.min(z)[None], xp.max(z)[None]]  # one concat below, no stack
             z = xp.where(z > 0.0, z, 1.0)
-            gamma = gamma / z[None, ...]
+            gamma /= z[:, None, ...]
             if previous is not None:
-                checks.append(xp.max(xp.abs(gamma[:, 0, ...] - previous))[None])
+                checks.append(xp.max(xp.abs(gamma[0, ...] - previous))[None])
             if R > 1:
-                checks.append(xp.max(xp.abs(gamma[:, 1:, ...] - gamma[:, :R - 1, ...]),
-                                     axis=(0, 2, 3)))
+                checks.append(xp.max(xp.abs(gamma[1:, ...] - gamma[:R - 1, ...]),
+                                     axis=(1, 2, 3)))
             flags = [float(f) for f in xp.concat(checks)]
             if flags[0] > 0.0 and flags[1] < math.inf:
                 changes = flags[2:] if previous is not None else [math.inf] + flags[2:]
                 r = self._accepted(changes, final)
                 if r is None:
-                    return None, gamma[:, R - 1, ...]
-                marginals = xp.permute_dims(gamma[:, r, ...], (1, 2, 0))  # (S, L, K)
+                    return None, gamma[R - 1, ...]
+                marginals = xp.permute_dims(gamma[r, ...], (1, 2, 0))  # (S, L, K)
                 return SubchainPosterior(marginals, self._pairwise(
-                    pred[:, r, ...], lik_int, beta[:, r, ...], z[r, ...]), rounds[r], lo), None
+                    pred[r, ...], lik_int, beta[r, ...], z[r, ...]), rounds[r], lo), None
         v = xp.permute_dims(v, (0, 1, 3, 2))  # (2, R, S, K)
         # Long subchains (and any degenerate product above): an exact forward-backward of
         # each round's interior, the buffers folded into its first and last step.
@@ -358,7 +429,8 @@ class _Context:
         else:
             norm = xp.sum(xp.matmul(xp.matrix_transpose(A), a_prev) * b_next, axis=0)  # (N,)
             coef = xp.reshape(self.weights, (N,)) / xp.where(norm > 0.0, norm, 1.0)
-        return A * xp.matmul(a_prev * coef[None, :], xp.matrix_transpose(b_next))
+        a_prev *= coef[None, :]  # fresh
+        return A * (a_prev @ xp.matrix_transpose(b_next))
 
     def _interior_forward_backward(self, v, ll_int, beta_e, b):
         """Forward-backward of the interiors (S, L, K) from ``pred_s = v`` to ``beta_e``."""
