@@ -253,6 +253,16 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
     return stats, b
 
 
+def _short_fitted_chain(to64, seed, T):
+    """A sticky 3-state chain of ``T`` steps (as the backend's float64) and a GaussianHMM
+    fitted to it by three VB iterations."""
+    Y, _ = _sticky(np.random.default_rng(seed), T, stay=0.95, K=3, D=2, sep=1.2)
+    Yx = to64(Y)
+    model = GaussianHMM(3, 2, seed=0)
+    model.fit(Yx, max_iter=3)
+    return Yx, model
+
+
 @pytest.mark.parametrize("rescale", ["bound", "every 2 steps"])
 @pytest.mark.parametrize("where", ["ends", "inside"])
 @pytest.mark.parametrize("buffer", [0, 3, 11, "grow"])
@@ -270,12 +280,8 @@ def test_subchain_statistics_against_per_window_forward_backward(xp, to64, buffe
 
     if rescale != "bound":
         monkeypatch.setattr(_subchains, "_rescale_interval", lambda xp, A: 2)
-    rng = np.random.default_rng(31)
     T, L = 120, 8
-    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
-    Yx = to64(Y)
-    model = GaussianHMM(3, 2, seed=0)
-    model.fit(Yx, max_iter=3)
+    Yx, model = _short_fitted_chain(to64, 31, T)
     starts = (np.array([0, 1, 5, 37, 60, 100, 110, T - L - 1, T - L]) if where == "ends"
               else np.array([37, 44, 60, 70]))
     reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, buffer,
@@ -299,12 +305,8 @@ def test_growbuf_expected_buffer_changes_nothing(xp, to64, expected):
     of the same transfer loop only if none of those is accepted; "round before": the
     accepted round is the first of the second batch, its change taken from the first
     batch's last round) against the textbook per-window forward-backward."""
-    rng = np.random.default_rng(33)
     T, L, g = 120, 8, 2
-    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
-    Yx = to64(Y)
-    model = GaussianHMM(3, 2, seed=0)
-    model.fit(Yx, max_iter=3)
+    Yx, model = _short_fitted_chain(to64, 33, T)
     starts = np.array([0, 9, 37, 60, 100, T - L])
     reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, "grow",
                                                       grow_step=g, grow_tol=1e-4)
@@ -323,12 +325,8 @@ def test_growbuf_rounds_not_evenly_spaced(xp, to64):
     """GrowBuf's rounds b = 0, 2, 4 and the cap 5 (not on the grid), none accepted before the
     cap, scored in one batch (their products gathered, not sliced at a stride) with no buffer
     reaching a chain end, against the textbook per-window forward-backward."""
-    rng = np.random.default_rng(34)
     T, L = 120, 8
-    Y, _ = _sticky(rng, T, stay=0.95, K=3, D=2, sep=1.2)
-    Yx = to64(Y)
-    model = GaussianHMM(3, 2, seed=0)
-    model.fit(Yx, max_iter=3)
+    Yx, model = _short_fitted_chain(to64, 34, T)
     starts = np.array([37, 44, 60, 70])
     reference, b_ref = _reference_subchain_statistics(model, Yx, starts, L, "grow", grow_step=2,
                                                       grow_tol=1e-300, max_buffer=5)
