@@ -165,8 +165,9 @@ class NaturalForm:
         latent's eigenpair search starts from them with one subspace iteration instead of two
         from Gaussian vectors: a natural-gradient step moves the precision a fraction ``gamma``,
         and the iterations accumulate over the steps (measured in an SVGP step at m = 1000:
-        the search 87 ms instead of 138, and PCG 8-10 iterations instead of 10-12). Only
-        iteration counts depend on it: PCG solves to the same tolerance.
+        the search 83-88 ms instead of 118-138, and PCG 8-10 iterations instead of 10-12). Only
+        iteration counts depend on it: PCG solves to the same tolerance. Not saved with a
+        checkpoint (a restored model's first search starts from Gaussian vectors).
     """
 
     name = "natural"
