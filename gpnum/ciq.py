@@ -513,10 +513,10 @@ class _DeferredSolves:
         # sum_q w_q y_i[q, :] for every basis vector i: (k, 1, J), then one batched product
         cw = xp.stack([weights @ y for y in coeffs], axis=-1)  # (k, J)
         self.weighted = (cw[:, None, :] @ basis)[:, 0, :].T  # (m, k) (a transposed view)
-        self.affine = None  # (scale (k,), W (m, r), D (k, q, r)) of a deflated solve
-        # D's factors, D = C[:, None, :] * g[None, :, :]: C (k, r) the right-hand sides'
-        # components along W, g (q, r) = 1 / (theta + s_q)
-        self.separable = None
+        # (scale (k,), W (m, r), C (k, r), g (q, r)) of a deflated solve: the solves'
+        # components along W are D = C[:, None, :] * g[None, :, :] (k, q, r), with C the
+        # right-hand sides' components along W and g = 1 / (theta + s_q), kept in that form
+        self.affine = None
 
     def factors_against(self, back, omega):
         """``(F, G)`` with ``F G^T = sum_q omega_q U_q V_q^T`` (m, m) for ``V`` these solves and
@@ -528,8 +528,9 @@ class _DeferredSolves:
         (bases ``V_j`` (m, c), ``U_j`` (m, b) per column ``j``), the sum is
         ``sum_j (U_j M_j + W P_j) V_j^T + (sum_j U_j N_j + W Gamma) W^T`` with the small
         ``M_j = sum_q omega_q sb_j yb_qj (sf_j yf_qj)^T`` (b, c), ``P_j`` (r, c),
-        ``N_j = sum_q omega_q sb_j yb_qj D_jq^T`` (b, r) and ``Gamma = (C_b^T C_f) o (g^T diag(omega) g)``
-        (r, r) from the separable ``D`` and ``E``. The one large product is
+        ``N_j = sum_q omega_q sb_j yb_qj D_jq^T`` (b, r) and
+        ``Gamma = (C_b^T C_f) o (g^T diag(omega) g)`` (r, r), all from the factors of
+        ``D = C_f g`` and ``E = C_b g`` (``affine``). The one large product is
         (m, k b) x (k b, r), where forming ``U`` (q, m, k) costs a (k q, r) x (r, m) product
         for its ``W E`` part and contracting it with ``D`` an (m, k q) x (k q, r) one (and
         forming ``V`` and the (m, k q) x (k q, m) product about ``q / c`` times more).
@@ -547,11 +548,12 @@ class _DeferredSolves:
         G = xp.reshape(self.basis, (k * c, m)).T
         if self.affine is None:
             return FT.T, G
-        _, W, D = self.affine
+        _, W, Cf, g = self.affine
+        Cb = back.affine[2]
         r = W.shape[1]
-        FT = FT + xp.reshape(Yfw @ back.affine[2], (k * c, r)) @ W.T
-        N = xp.permute_dims(Yb * omega[None, :, None], (2, 0, 1)) @ D  # (k, b, r)
-        (Cf, g), Cb = self.separable, back.separable[0]
+        # P_j^T = sum_q omega_q yf_qj E_jq and N_j, their sums over q as (k, ., q) x (q, r)
+        FT = FT + xp.reshape((Yfw @ g) * Cb[:, None, :], (k * c, r)) @ W.T
+        N = (xp.permute_dims(Yb * omega[None, :, None], (2, 0, 1)) @ g) * Cf[:, None, :]
         L = W @ ((Cb.T @ Cf) * (g.T @ (omega[:, None] * g)))  # (m, r)
         # the (m, k b) x (k b, r) product over blocks of columns: the basis is a strided
         # slice of the workspace, and reshaping it whole would copy it into fresh memory
@@ -607,8 +609,9 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
         return res.x, res
     theta, W = deflation
     Bw = W.T @ B2  # (r, k)
-    # (k, q, r): the layout of the assembly's GEMMs (column blocks are contiguous rows)
-    D = Bw.T[:, None, :] / (theta[None, None, :] + shifts[None, :, None])
+    # The solves' components along W, D = C g, as their factors: D (k, q, r) is formed only
+    # block by block where the solves are assembled
+    C, g = Bw.T, 1.0 / (theta[None, :] + shifts[:, None])  # (k, r), (q, r)
     # The tolerance stays relative to ||b||, not to the much smaller ||P b||: each column is
     # scaled to unit norm and solved to an absolute rtol. (Relative to ||P b|| the complement
     # solve would chase components that the undeflated solve never resolves either.)
@@ -618,7 +621,7 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
 
     def assemble(basis, coeffs):
         assembled.append(True)
-        return _assemble_solves(xp, basis, coeffs, (scale, W, D))
+        return _assemble_solves(xp, basis, coeffs, (scale, W, C, g))
 
     res = msminres(complement, (B2 - W @ Bw) / scale, shifts, rtol=0.0, atol=rtol,
                    maxiter=maxiter, workspace=workspace,
@@ -626,26 +629,26 @@ def _shifted_solves(A, B2, shifts, deflation, complement, rtol, maxiter, workspa
                    (lambda basis, coeffs: combine(basis, coeffs, assemble)))
     if isinstance(res.x, _DeferredSolves):
         deferred = res.x
-        deferred.affine = (scale, W, D)
-        deferred.separable = (Bw.T, 1.0 / (theta[None, :] + shifts[:, None]))
-        deferred.weighted = deferred.weighted * scale + W @ xp.matmul(weights, D).T
+        deferred.affine = (scale, W, C, g)
+        deferred.weighted = deferred.weighted * scale + W @ (C * (weights @ g)[None, :]).T
         return deferred, res
     out = res.x
     if not assembled:  # msMINRES folded its basis (past max_basis_bytes): add W D here
         for i in range(shifts.shape[0]):
-            out[i, ...] = out[i, ...] * scale + W @ D[:, i, :].T
+            out[i, ...] = out[i, ...] * scale + W @ (C * g[i, :][None, :]).T
     return out, res
 
 
 def _assemble_solves(xp, basis, coeffs, affine=None):
     """The per-shift solves (q, m, k) from msMINRES's basis (k, c, m) and coefficients (c
-    arrays (q, k)), deflated by ``affine = (scale, W, D)`` if given (:func:`_assemble_deflated`)."""
+    arrays (q, k)), deflated by ``affine = (scale, W, C, g)`` if given
+    (:func:`_assemble_deflated`)."""
     if affine is None:
         return _combine_basis(xp, basis, len(coeffs), [y[None, ...] for y in coeffs])[0, ...]
     return _assemble_deflated(xp, basis, coeffs, *affine)
 
 
-def _assemble_deflated(xp, basis, coeffs, scale, W, D):
+def _assemble_deflated(xp, basis, coeffs, scale, W, C, g):
     """The deflated solves ``scale * (V y_q) + W D_q`` (q, m, k) from msMINRES's basis.
 
     Parameters
@@ -657,8 +660,8 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
     scale : array (k,)
         The column norms the complement's right-hand sides were divided by.
     W : array (m, r)
-    D : array (k, q, r)
-        The solves' components along ``W``.
+    C, g : arrays (k, r), (q, r)
+        The solves' components along ``W``, ``D = C[:, None, :] * g[None, :, :]`` (k, q, r).
 
     Returns
     -------
@@ -668,7 +671,7 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
         over blocks of columns, where adding it shift by shift to the (q, m, k) view (strided
         elementwise passes) measured 60 ms of a CIQ call at m = 1000, k = 256, q = 15.
     """
-    k, q, r = D.shape
+    (k, r), q = C.shape, g.shape[0]
     m = basis.shape[2]
     c = len(coeffs)
     Y = xp.stack([y * scale for y in coeffs], axis=-1)  # (q, k, c)
@@ -676,11 +679,12 @@ def _assemble_deflated(xp, basis, coeffs, scale, W, D):
     Y = xp.reshape(xp.reshape(xp.permute_dims(Y, (1, 0, 2)), (-1,)), (k, q, c))
     out = Y @ basis[:, :c, :]  # (k, q, m)
     Wt = W.T
-    # blocks of ~2 MB temporaries (reused by malloc; a whole (k, q, m) one is fresh memory)
+    # blocks of ~2 MB temporaries (reused by malloc; a whole (k, q, m) one is fresh memory),
+    # D's rows (k, q) in the order of out's
     step = max(1, 2**18 // (q * m))
     for k0 in range(0, k, step):
         k1 = min(k, k0 + step)
-        Dk = xp.reshape(D[k0:k1, ...], ((k1 - k0) * q, r))
+        Dk = xp.reshape(C[k0:k1, None, :] * g[None, :, :], ((k1 - k0) * q, r))
         out[k0:k1, ...] += xp.reshape(Dk @ Wt, (k1 - k0, q, m))
     return xp.permute_dims(out, (1, 2, 0))
 
