@@ -107,6 +107,19 @@ def test_get_namespace_rejects_mixing(backend, to_xp):
         B.get_namespace(to_xp(np.ones(2)), np.ones(2))
 
 
+def test_same_namespace_dtype_device():
+    import array_api_strict as strict
+
+    a = np.zeros((3, 2))
+    assert B.same_namespace_dtype_device(a, np.ones((5,)))
+    assert not B.same_namespace_dtype_device(a, np.zeros((3, 2), dtype=np.float32))
+    on_cpu = strict.asarray(a)
+    assert not B.same_namespace_dtype_device(a, on_cpu)
+    assert B.same_namespace_dtype_device(on_cpu, strict.zeros((1,), dtype=strict.float64))
+    assert not B.same_namespace_dtype_device(
+        on_cpu, strict.asarray(a, device=strict.Device("device1")))
+
+
 def test_get_namespace_needs_an_array():
     with pytest.raises(TypeError, match="at least one array"):
         B.get_namespace(1.0, None)

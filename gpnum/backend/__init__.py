@@ -6,7 +6,8 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 ``GPNUM_DTYPE`` (``float64`` by default, or ``float32``).
 """
 
-from gpnum.backend._convert import asarray, device_of, get_namespace, host_device, is_array, to_numpy
+from gpnum.backend._convert import (asarray, device_of, get_namespace, host_device, is_array,
+                                    same_namespace_dtype_device, to_numpy)
 from gpnum.backend._linalg import (
     cho_inverse,
     cho_solve,
@@ -52,6 +53,7 @@ __all__ = [
     "namespace",
     "namespace_by_name",
     "row_dots",
+    "same_namespace_dtype_device",
     "solve_triangular",
     "to_numpy",
     "triangular_inverse",

@@ -7,7 +7,8 @@ import numpy as np
 
 from gpnum.backend._namespace import default_dtype, namespace
 
-__all__ = ["get_namespace", "asarray", "to_numpy", "device_of", "is_array", "host_device"]
+__all__ = ["get_namespace", "asarray", "to_numpy", "device_of", "is_array", "host_device",
+           "same_namespace_dtype_device"]
 
 
 def is_array(x) -> bool:
@@ -53,6 +54,13 @@ def get_namespace(*arrays):
 def device_of(x):
     """The device of array ``x``."""
     return array_api_compat.device(x)
+
+
+def same_namespace_dtype_device(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` share namespace, dtype and device (so that one can stand
+    in for the other's kind: a kept start block against a new matrix, for example)."""
+    return (get_namespace(a) is get_namespace(b) and a.dtype == b.dtype
+            and device_of(a) == device_of(b))
 
 
 def host_device(xp):

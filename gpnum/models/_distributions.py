@@ -18,7 +18,7 @@ Natural gradients reach them through the model's public methods (``q_cholesky``,
 from __future__ import annotations
 
 from gpnum.backend import (device_of, get_namespace, lower_matmul, matmul,
-                           triangular_inverse)
+                           same_namespace_dtype_device, triangular_inverse)
 from gpnum.backend import cholesky, default_rng, triangular_matmul
 from gpnum.ciq import inv_sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
@@ -190,9 +190,9 @@ class NaturalForm:
         warm = (self.starts is not None and latent is not None
                 and self.options.get("warm_start", True))
         start = self.starts.get(latent) if warm else None
-        if start is not None and (get_namespace(start) is not get_namespace(P)
-                                  or start.dtype != P.dtype or start.shape[0] != P.shape[0]):
-            start = None  # the model moved to another backend or dtype
+        if start is not None and (start.shape[0] != P.shape[0]
+                                  or not same_namespace_dtype_device(start, P)):
+            start = None  # the model moved to another backend, dtype or device
         try:
             M = SpectralPreconditioner.from_operator(Dense(P, symmetric=True), ell,
                                                      power_iters=2 if start is None else 1,

@@ -16,6 +16,7 @@ from gpnum.backend import (
     device_of,
     get_namespace,
     lower_matmul,
+    same_namespace_dtype_device,
     solve_triangular,
 )
 from gpnum.ciq import inv_sqrt_matmul, inv_sqrt_matmul_vjp, sqrt_matmul
@@ -173,8 +174,7 @@ class CIQWhitening:
         if start is None:
             return None
         V = start.vectors
-        if (V.shape[0] != Kzz.shape[0] or V.dtype != Kzz.dtype
-                or get_namespace(V) is not get_namespace(Kzz) or device_of(V) != device_of(Kzz)):
+        if V.shape[0] != Kzz.shape[0] or not same_namespace_dtype_device(V, Kzz):
             return None
         return start
 
