@@ -571,3 +571,73 @@ def test_matmul_matrix_vector_against_numpy(to_xp, xp, dtype):
                                   to_xp(b)))
         assert got.shape == (a.shape[0],)
         np.testing.assert_allclose(got, a @ b, rtol=tol, atol=tol * np.abs(a @ b).max())
+
+
+def _scipy_blas_calls(monkeypatch):
+    """A list that records the names of SciPy BLAS functions fetched from now on."""
+    import scipy.linalg.blas as blas
+
+    fetched = []
+    real = blas.get_blas_funcs
+
+    def spy(names, arrays=(), *args, **kwargs):
+        fetched.append(names)
+        return real(names, arrays, *args, **kwargs)
+
+    monkeypatch.setattr(blas, "get_blas_funcs", spy)
+    return fetched
+
+
+def test_blas_pool_routes_products_and_restores(monkeypatch):
+    import threading
+
+    fetched = _scipy_blas_calls(monkeypatch)
+    rng = np.random.default_rng(42)
+    a, b, v = rng.standard_normal((400, 200)), rng.standard_normal((200, 250)), rng.standard_normal(200)
+    B.matmul(a, b), B.matmul(a, v), B.flat_dot(a, a)
+    assert fetched == ["gemm", "gemv", "dot"]  # outside any block: SciPy's pool
+    del fetched[:]
+    seen_elsewhere = []
+    with B.blas_pool("numpy"):
+        got = B.matmul(a, b), B.matmul(a, v), B.flat_dot(a, a)
+        # another thread keeps the default
+        t = threading.Thread(target=lambda: seen_elsewhere.append(B.matmul(a, b)))
+        t.start()
+        t.join()
+        with B.blas_pool("scipy"):  # blocks nest
+            B.matmul(a, b)
+        B.matmul(a, b)
+    assert fetched == ["gemm", "gemm"]  # the thread's and the nested block's only
+    np.testing.assert_allclose(got[0], a @ b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[1], a @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(float(got[2]), float(np.sum(a * a)), rtol=1e-12)
+    with pytest.raises(RuntimeError):
+        with B.blas_pool("numpy"):
+            raise RuntimeError("inside")
+    B.matmul(a, v)
+    assert fetched[-1] == "gemv"  # restored after the exception
+    with pytest.raises(ValueError, match="'scipy' or 'numpy'"):
+        with B.blas_pool("mkl"):
+            pass
+
+
+@pytest.mark.parametrize("whitening,ngd_method,pool", [("ciq", "krylov", "numpy"),
+                                                        ("cholesky", "dense", "scipy")])
+def test_svgp_step_products_in_the_whitening_pool(monkeypatch, whitening, ngd_method, pool):
+    # A CIQ + Krylov step does all its work through NumPy, so its large products must not wake
+    # SciPy's BLAS pool; a Cholesky step factorises with SciPy and keeps its products there.
+    from gpnum.kernels import Matern52
+    from gpnum.likelihoods import Gaussian
+
+    rng = np.random.default_rng(43)
+    X = rng.uniform(-1, 1, (256, 9))
+    y = np.sin(3 * X[:, 0])
+    model = gpnum.SVGP(Matern52(lengthscale=0.5), Gaussian(variance=0.1), X[:120].copy(),
+                       num_data=1000, whitening=whitening, jitter=1e-4)
+    ngd = gpnum.optim.NaturalGradient(0.1, ngd_method)
+    ngd.prepare(model)
+    fetched = _scipy_blas_calls(monkeypatch)
+    _, _, data = model.elbo_and_grad(X, y, return_data=True)
+    ngd.step(model, data=data)
+    model.predict_y(X)
+    assert (len(fetched) == 0) == (pool == "numpy"), fetched

@@ -9,6 +9,7 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 from gpnum.backend._convert import (asarray, device_of, get_namespace, host_device, is_array,
                                     same_namespace_dtype_device, to_numpy)
 from gpnum.backend._linalg import (
+    blas_pool,
     cho_inverse,
     cho_solve,
     cholesky,
@@ -33,6 +34,7 @@ __all__ = [
     "Generator",
     "asarray",
     "backend_name",
+    "blas_pool",
     "cho_inverse",
     "cho_solve",
     "cholesky",

@@ -8,7 +8,9 @@ other namespace (``array_api_strict`` included).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import array_api_compat
 
@@ -16,6 +18,7 @@ from gpnum.backend._convert import get_namespace
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
 __all__ = [
+    "blas_pool",
     "matmul",
     "matmul_writer",
     "flat_dot",
@@ -46,9 +49,54 @@ def _check_square(A, name="A"):
 #: start there, so the pools below cannot collide).
 _SCIPY_GEMM_MIN_FLOPS = 1 << 16
 
+_POOL = threading.local()  # .name: the pool of the innermost blas_pool() on this thread
+_POOLS = ("scipy", "numpy")
+
+
+@contextlib.contextmanager
+def blas_pool(name):
+    """Within the block, :func:`matmul`, :func:`flat_dot` (and ``matmul``'s matrix-vector
+    products) on NumPy run in ``name``'s BLAS thread pool: ``"scipy"`` (the default outside
+    any block) or ``"numpy"``.
+
+    NumPy and SciPy wheels each bundle an OpenBLAS with its own thread pool, whose workers
+    spin for a while after every call; work that alternates between the two runs more busy
+    threads than cores (see :func:`matmul`). A code path picks the pool of the rest of its
+    work: the Cholesky-whitened SVGP step factorises and solves with SciPy's LAPACK
+    (``"scipy"``), while CIQ whitening and the natural-gradient ``krylov`` method do their
+    products, eigendecompositions and orthonormalisations through NumPy (``"numpy"``).
+    Measured on this project's 2-core machine, ``gpnum fit --dataset elevators
+    --max-train 3000 --whitening ciq --num-inducing 200 --ngd-method krylov``: 270-287 ms
+    a step with the kernel and natural-statistics products in SciPy's pool, 117-170 ms in
+    NumPy's (docs/backends.md).
+
+    Only the thread pool changes, never the arithmetic's algorithm (results agree to
+    rounding); other namespaces ignore it. The setting is per thread and restored on exit;
+    blocks nest.
+
+    Parameters
+    ----------
+    name : {"scipy", "numpy"}
+    """
+    if name not in _POOLS:
+        raise ValueError(f"name: expected 'scipy' or 'numpy', got {name!r}")
+    previous = getattr(_POOL, "name", "scipy")
+    _POOL.name = name
+    try:
+        yield
+    finally:
+        _POOL.name = previous
+
+
+def _scipy_pool(xp, size):
+    """Whether a float product of ``size`` multiply-adds on ``xp`` goes to SciPy's BLAS."""
+    return (array_api_compat.is_numpy_namespace(xp) and size >= _SCIPY_GEMM_MIN_FLOPS
+            and getattr(_POOL, "name", "scipy") == "scipy")
+
 
 def matmul(a, b):
-    """``a @ b`` for 2-D arrays; on NumPy, large products go through SciPy's BLAS.
+    """``a @ b`` for 2-D arrays; on NumPy, large products go through SciPy's BLAS (unless
+    within ``blas_pool("numpy")``).
 
     NumPy and SciPy wheels each bundle their own OpenBLAS, each with its own thread pool, and an
     OpenBLAS pool keeps its workers spinning for a while after every call. A NumPy GEMM followed
@@ -56,7 +104,8 @@ def matmul(a, b):
     the LAPACK call slows down about 2x (measured on this project's 2-core machine: Cholesky of
     a 1000 x 1000 matrix 5.7 ms alone, 10 ms within 0.1 s of a NumPy GEMM). Code that mixes the
     two, as the Cholesky-whitened SVGP step does, uses this function for its big products so that
-    one pool does all level-3 work. Other namespaces, integer dtypes and small products: ``@``.
+    one pool does all level-3 work; code whose other work is NumPy's says so with
+    :func:`blas_pool`. Other namespaces, integer dtypes and small products: ``@``.
 
     Parameters
     ----------
@@ -71,9 +120,8 @@ def matmul(a, b):
     xp = get_namespace(a, b)
     if b.ndim == 1:
         return _matvec(xp, a, b)
-    if (not array_api_compat.is_numpy_namespace(xp) or a.ndim != 2 or b.ndim != 2
-            or a.dtype != b.dtype or a.shape[1] != b.shape[0]
-            or a.shape[0] * a.shape[1] * b.shape[1] < _SCIPY_GEMM_MIN_FLOPS
+    if (a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.shape[1] != b.shape[0]
+            or not _scipy_pool(xp, a.shape[0] * a.shape[1] * b.shape[1])
             or a.dtype not in (xp.float32, xp.float64)):
         return a @ b
     from scipy.linalg import blas
@@ -143,8 +191,8 @@ def matmul_writer(xp):
 def _matvec(xp, a, b):
     """``a @ b`` for a vector ``b``: SciPy's gemv on NumPy for large float ``a`` (see
     :func:`matmul`), else ``@``."""
-    if (not array_api_compat.is_numpy_namespace(xp) or a.ndim != 2 or a.dtype != b.dtype
-            or a.shape[1] != b.shape[0] or a.shape[0] * a.shape[1] < _SCIPY_GEMM_MIN_FLOPS
+    if (a.ndim != 2 or a.dtype != b.dtype or a.shape[1] != b.shape[0]
+            or not _scipy_pool(xp, a.shape[0] * a.shape[1])
             or a.dtype not in (xp.float32, xp.float64)):
         return a @ b
     from scipy.linalg import blas
@@ -164,8 +212,8 @@ def flat_dot(a, b):
     """
     xp = get_namespace(a, b)
     fa, fb = xp.reshape(a, (-1,)), xp.reshape(b, (-1,))
-    if (array_api_compat.is_numpy_namespace(xp) and a.dtype == b.dtype
-            and a.dtype in (xp.float32, xp.float64) and fa.shape[0] >= _SCIPY_GEMM_MIN_FLOPS):
+    if (a.dtype == b.dtype and a.dtype in (xp.float32, xp.float64)
+            and _scipy_pool(xp, fa.shape[0])):
         from scipy.linalg import blas
 
         return xp.asarray(blas.get_blas_funcs("dot", (fa, fb))(fa, fb), dtype=a.dtype)

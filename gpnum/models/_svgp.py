@@ -25,6 +25,8 @@ forms take either ``A``.
 
 from __future__ import annotations
 
+import functools
+
 from gpnum import backend as B
 from gpnum.backend import matmul
 from gpnum.errors import NotPSDError
@@ -35,6 +37,16 @@ from gpnum.models._distributions import (  # noqa: F401 (re-exported)
 from gpnum.models._whitening import make_whitening
 
 __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
+
+
+def _in_whitening_pool(method):
+    """Run ``method`` with NumPy's large products in the BLAS pool of the model's whitening
+    (``gpnum.backend.blas_pool``): one busy pool per step instead of two on two cores."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with B.blas_pool(self.whitening_strategy.blas_pool):
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 
@@ -229,10 +241,12 @@ class SVGP(ComposedParameters):
                              f"{X.shape[0]}")
         return X, y
 
+    @_in_whitening_pool
     def objective_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """The objective to maximise (the ELBO) and its gradients: :meth:`elbo_and_grad`."""
         return self.elbo_and_grad(X, y, validate=validate, return_data=return_data, scale=scale)
 
+    @_in_whitening_pool
     def prior_term_and_grad(self):
         """The part of the objective that sees no data, ``-KL(q(u') || N(0, I))``, and its
         gradients.
@@ -278,6 +292,7 @@ class SVGP(ComposedParameters):
             raise RuntimeError("the model holds q in Cholesky form; call to_natural() first")
         return self._q_natural()
 
+    @_in_whitening_pool
     def precision_solve(self, P, rhs, *, rtol=None):
         """PCG solve ``P x = rhs`` against a candidate precision ``P`` (m, m), rhs (m, k), with
         this model's ``krylov_options`` and spectral preconditioner (a
@@ -438,6 +453,7 @@ class SVGP(ComposedParameters):
     def _squeeze(self, a):
         return a[:, 0] if self.num_latent == 1 else a
 
+    @_in_whitening_pool
     def kl(self):
         """KL(q(u') || N(0, I)) summed over latent functions (a 0-d array).
 
@@ -453,6 +469,7 @@ class SVGP(ComposedParameters):
         return ve
 
     # ------------------------------------------------------------------ public API
+    @_in_whitening_pool
     def elbo(self, X, y):
         """The ELBO on a minibatch, scaled to the whole data set.
 
@@ -481,6 +498,7 @@ class SVGP(ComposedParameters):
             raise ValueError(f"num_data: expected at least the batch size {b}, got "
                              f"{self.num_data}")
 
+    @_in_whitening_pool
     def data_term_and_grad(self, X, y, *, validate=True, scale=None):
         """Data term of the ELBO and its gradients w.r.t. the marginals and ``A``.
 
@@ -507,6 +525,7 @@ class SVGP(ComposedParameters):
                 "lik_grads": {k: scale * v for k, v in g["params"].items()},
                 "cache": cache, "X": X}
 
+    @_in_whitening_pool
     def elbo_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """ELBO (see :meth:`elbo`) and its gradient w.r.t. every parameter.
 
@@ -574,6 +593,7 @@ class SVGP(ComposedParameters):
             return d["value"] - kl_total, grads, d
         return d["value"] - kl_total, grads
 
+    @_in_whitening_pool
     def predict_f(self, X, full_cov=False):
         """Mean and variance (or covariance) of the latent function(s) at ``X`` under q.
 
@@ -626,11 +646,13 @@ class SVGP(ComposedParameters):
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
 
+    @_in_whitening_pool
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
         mu, var = self.predict_f(X)
         return self.likelihood.predict_mean_and_var(mu, var)
 
+    @_in_whitening_pool
     def log_predictive_density(self, X, y):
         """Per-point ``log p(y_i | x_i)`` under the approximate posterior, shape (n,)."""
         X = self._check_X(X)
@@ -638,6 +660,7 @@ class SVGP(ComposedParameters):
         mu, var = self.predict_f(X)
         return self.likelihood.predictive_log_density(y, mu, var)
 
+    @_in_whitening_pool
     def sample_f(self, X, num_samples, seed):
         """Joint samples of the latent function at ``X`` from the approximate posterior.
 

@@ -45,6 +45,9 @@ class CholeskyWhitening:
     """
 
     name = "cholesky"
+    #: The BLAS pool of the model's products (gpnum.backend.blas_pool): SciPy's, where its
+    #: Cholesky and triangular solves run.
+    blas_pool = "scipy"
     #: Prediction rows per chunk: memory O(m chunk).
     predict_chunk = 4096
 
@@ -126,6 +129,8 @@ class CIQWhitening:
     """
 
     name = "ciq"
+    #: NumPy's: the searches, msMINRES and their products all run there.
+    blas_pool = "numpy"
     #: CIQ keeps the per-shift solves of a chunk ((q, m, chunk) values): smaller chunks.
     predict_chunk = 512
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import warnings
 
-from gpnum.backend import get_namespace, matmul
+from gpnum.backend import blas_pool, get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.models._distributions import (precision_to_q_sqrt, project_latents,
                                          q_sqrt_to_precision)
@@ -168,6 +168,12 @@ class NaturalGradient:
         gamma : float
             The step size actually used (smaller than scheduled after a rejection).
         """
+        # The statistics' products in the pool of the method's own work (gpnum.backend.
+        # blas_pool): SciPy's Cholesky of the precision (dense), NumPy's PCG (krylov).
+        with blas_pool("numpy" if self.method == "krylov" else "scipy"):
+            return self._step(model, X, y, data)
+
+    def _step(self, model, X, y, data):
         own_step = getattr(model, "natural_gradient_step", None)
         if callable(own_step):
             # Protocol extension (docs/models.md): a model with its own Fisher (SVTP) takes the
