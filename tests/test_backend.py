@@ -641,3 +641,22 @@ def test_svgp_step_products_in_the_whitening_pool(monkeypatch, whitening, ngd_me
     ngd.step(model, data=data)
     model.predict_y(X)
     assert (len(fetched) == 0) == (pool == "numpy"), fetched
+
+
+def test_gpr_cg_products_in_numpy_pool(monkeypatch):
+    # The CG path runs CG, Lanczos and their products through NumPy: the kernel's products
+    # must not wake SciPy's BLAS pool beside them (the Cholesky path's do).
+    from gpnum.kernels import Matern32
+    from gpnum.likelihoods import Gaussian
+
+    rng = np.random.default_rng(44)
+    X = rng.uniform(-1, 1, (400, 9))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(400)
+    for solver in ("cg", "cholesky"):
+        model = gpnum.GPR(Matern32(lengthscale=np.ones(9)), Gaussian(variance=0.1), X, y,
+                          solver=solver, jitter=1e-4)
+        fetched = _scipy_blas_calls(monkeypatch)
+        model.log_marginal_likelihood_and_grad()
+        model.predict_f(X[:50])
+        assert (len(fetched) == 0) == (solver == "cg"), (solver, fetched)
+        monkeypatch.undo()

@@ -22,11 +22,12 @@ function of the parameters.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
 
-from gpnum.backend import default_rng, get_namespace, solve_triangular, to_numpy
+from gpnum.backend import blas_pool, default_rng, get_namespace, solve_triangular, to_numpy
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg import (AddedDiag, Dense, KernelMatrix, block_rows_for_budget, lanczos,
                           lanczos_quadrature, pcg, pcg_lanczos, pivoted_cholesky_preconditioner,
@@ -47,6 +48,16 @@ _PREDICT_BLOCK_COPIES = 8
 # inputs (cg_options.variance_checks) that warns.
 _VARIANCE_CHECK_WARN = 0.1
 
+
+
+def _in_numpy_pool(f):
+    """Run ``f`` with the kernel's products in NumPy's BLAS pool (``gpnum.backend.blas_pool``),
+    where CG, Lanczos and their products run: one busy pool instead of two on two cores."""
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        with blas_pool("numpy"):
+            return f(*args, **kwargs)
+    return wrapper
 
 @dataclass(frozen=True)
 class CGOptions:
@@ -220,6 +231,7 @@ def _preconditioner(A, opts):
 
 
 # ------------------------------------------------------------------------ objective
+@_in_numpy_pool
 def lml(model, X, y, need_grad, operator=None):
     """Stochastic BBMM log marginal likelihood and gradients (module notes). A given
     ``operator`` (float64 ``K_XX``: products, diagonal, columns and ``param_vjp``)
@@ -280,6 +292,7 @@ def _fingerprint(model):
         float(model.jitter),)
 
 
+@_in_numpy_pool
 def prediction_state(model):
     """The mean cache ``a = K_y^{-1} r`` (PCG at ``predict_rtol``) and the LOVE cache ``R``
     (n, k) with ``R R^T ~= K_y^{-1}``, both computed once per parameter value and kept."""
@@ -387,6 +400,7 @@ def _love_quad(state, Ks):
     return xp.sum(c * c, axis=0) + xp.sum(w * w, axis=0) - xp.sum(a * a, axis=0), c, w, a
 
 
+@_in_numpy_pool
 def predict(model, Xnew, state, full_cov):
     xp = model.xp
     high = xp.float64
@@ -413,6 +427,7 @@ def predict(model, Xnew, state, full_cov):
 
 
 # ------------------------------------------------------------------------ posterior samples
+@_in_numpy_pool
 def sample_f(model, Xnew, eps, diag, resid, rtol):
     """Pathwise posterior samples at ``Xnew`` (m, d) without a factorisation (GPR.sample_f).
 
