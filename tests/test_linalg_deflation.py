@@ -155,3 +155,35 @@ def test_lower_inverse_against_numpy(to_xp, xp, dtype, n):
     tol = 1e-5 if dtype == xp.float32 else 1e-13
     np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
     assert np.all(np.triu(got, 1) == 0.0)
+
+
+def test_top_eigenpairs_take_the_last_cholesky_qr_pass_into_rayleigh_ritz(to_xp, xp, dtype,
+                                                                           monkeypatch):
+    # The exact basis arrives as Q T with the last pass's T unapplied; the Ritz pairs must be
+    # those of the orthonormal basis Q T: W orthonormal to rounding, values against eigh.
+    import gpnum.linalg._deflation as deflation
+
+    rng = np.random.default_rng(26)
+    U, _ = np.linalg.qr(rng.standard_normal((200, 200)))
+    w = np.exp(-np.arange(200) / 3.0)  # block condition ~1e5: one pass is far from orthonormal
+    K = (U * w) @ U.T
+    seen = []
+    real = deflation._orthonormal_factors
+
+    def spy(xp_, Y):
+        out = real(xp_, Y)
+        seen.append(out[1] is not None)
+        return out
+
+    monkeypatch.setattr(deflation, "_orthonormal_factors", spy)
+    theta, W, resid = (B.to_numpy(a) for a in
+                       deflation.top_eigenpairs(to_xp(K), 40, power_iters=3, seed=2))
+    f32 = dtype == xp.float32
+    assert seen == [not f32]  # float64: Cholesky QR, whose last pass is T
+    tol = 1e-4 if f32 else 1e-12
+    np.testing.assert_allclose(W.T @ W, np.eye(40), atol=10 * tol)
+    # Rayleigh-Ritz in that basis: W^T K W is diagonal with the Ritz values
+    np.testing.assert_allclose(W.T @ K @ W, np.diag(theta), atol=10 * tol)
+    np.testing.assert_allclose(theta[:10], w[:10], rtol=tol)
+    np.testing.assert_allclose(resid, np.linalg.norm(K @ W - W * theta, axis=0),
+                               rtol=1e-2, atol=10 * tol)

@@ -111,13 +111,20 @@ def _top_eigenpairs(A, block_size, *, power_iters=3, seed=0, start=None):
     Y = op @ _start_block(op, ell, seed, start)
     for _ in range(power_iters):
         Y = op @ _orthonormal_basis(xp, Y, exact=False)
-    Q = _orthonormal_basis(xp, Y, exact=True)
+    # The orthonormal basis as Q T (T upper triangular, or None for the identity): the last
+    # Cholesky QR pass enters the Rayleigh-Ritz step through T instead of an (n, l) x (l, l)
+    # product (Q T)^T A (Q T) = T^T (Q^T A Q) T, and W = Q (T U).
+    Q, T = _orthonormal_factors(xp, Y)
     Z = op @ Q
     H = Q.T @ Z
+    if T is not None:
+        H = T.T @ H @ T
     theta, U = xp.linalg.eigh(0.5 * (H + H.T))
     order = xp.flip(xp.argsort(theta))  # decreasing
     theta = xp.take(theta, order)
     U = xp.take(U, order, axis=1)
+    if T is not None:
+        U = T @ U
     W = Q @ U
     AW = Z @ U
     R = AW - W * theta[None, :]
@@ -143,20 +150,34 @@ def _orthonormal_basis(xp, Y, *, exact):
     again (sCholeskyQR3). Otherwise (lower precision, or a block still failing after five
     passes), Householder QR.
     """
-    n, ell = Y.shape
-    eps = float(xp.finfo(Y.dtype).eps)
-    if eps > 1e-10:
+    if float(xp.finfo(Y.dtype).eps) > 1e-10:
         return xp.linalg.qr(Y)[0]
-    eye = xp.eye(ell, dtype=Y.dtype, device=device_of(Y))
-    shift_factor = 11.0 * (n * ell + ell * (ell + 1)) * eps
-
-    def shifted_pass(Y, G):
-        L = _cholesky_or_none(xp, G + shift_factor * float(xp.linalg.trace(G)) * eye)
-        return None if L is None else Y @ _lower_inverse(xp, L).T
-
     if not exact:
-        Q = shifted_pass(Y, Y.T @ Y)
+        Q = _shifted_pass(xp, Y, Y.T @ Y)
         return xp.linalg.qr(Y)[0] if Q is None else Q
+    Y, T = _orthonormal_factors(xp, Y)
+    return Y if T is None else Y @ T
+
+
+def _shifted_pass(xp, Y, G):
+    """One shifted Cholesky QR pass ``Y L^-T`` with ``L L^T = G + s I``, ``G = Y^T Y`` and
+    ``s = 11 (n l + l (l + 1)) eps trace(G)`` (:func:`_orthonormal_basis`); None if even the
+    shifted factorisation fails."""
+    n, ell = Y.shape
+    shift = 11.0 * (n * ell + ell * (ell + 1)) * float(xp.finfo(Y.dtype).eps)
+    eye = xp.eye(ell, dtype=Y.dtype, device=device_of(Y))
+    L = _cholesky_or_none(xp, G + shift * float(xp.linalg.trace(G)) * eye)
+    return None if L is None else Y @ _lower_inverse(xp, L).T
+
+
+def _orthonormal_factors(xp, Y):
+    """``(Q, T)`` with ``Q T`` an orthonormal basis of the columns of ``Y`` (n, l), n >= l,
+    orthonormal to rounding: :func:`_orthonormal_basis` with ``exact``, whose last Cholesky QR
+    pass is returned as its (l, l) upper-triangular ``T`` instead of applied (``T`` None: ``Q``
+    is the basis itself), so that a caller that multiplies the basis by small matrices anyway
+    saves an (n, l) x (l, l) product."""
+    if float(xp.finfo(Y.dtype).eps) > 1e-10:
+        return xp.linalg.qr(Y)[0], None
     # Unshifted passes from the start (CholeskyQR2 where it applies: a block of condition
     # number up to about 1 / sqrt(eps), such as a subspace iteration's K Q, saving the shifted
     # pass); a failed factorisation (a worse block) falls back to a shifted pass.
@@ -167,16 +188,17 @@ def _orthonormal_basis(xp, Y, *, exact):
         if L is not None:
             # Y L^-T through the (l, l) triangular inverse: one GEMM, faster than a
             # triangular solve with n right-hand sides (cond(L) = cond(Y) <= 1 / sqrt(eps)).
-            Y = Y @ _lower_inverse(xp, L).T
+            T = _lower_inverse(xp, L).T
             clean += 1
             if clean == 2:
-                return Y
+                return Y, T
+            Y = Y @ T
         else:
-            Y_next = shifted_pass(Y, G)
+            Y_next = _shifted_pass(xp, Y, G)
             if Y_next is None:
                 break
             Y, clean = Y_next, 0
-    return xp.linalg.qr(Y)[0]
+    return xp.linalg.qr(Y)[0], None
 
 
 def _lower_inverse(xp, L, leaf=64):
