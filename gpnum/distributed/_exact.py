@@ -59,9 +59,11 @@ def _chunk_matmat(state, Xc, start, stop, R):
     model, pieces = _chunk_operators(state, Xc, start, stop)
     R = B.asarray(R, dtype=model.xp.float64, xp=model.xp, device=model.device)
     out = None
-    for c0, c1, op in pieces:
-        term = op @ R[c0:c1, :]
-        out = term if out is None else out + term
+    # The kernel's products in NumPy's BLAS pool, with the block products (blas_pool).
+    with B.blas_pool("numpy"):
+        for c0, c1, op in pieces:
+            term = op @ R[c0:c1, :]
+            out = term if out is None else out + term
     return B.to_numpy(out)
 
 
@@ -73,9 +75,10 @@ def _chunk_param_vjp(state, Xc, start, stop, Uc, V):
     Uc = B.asarray(Uc, dtype=xp.float64, xp=xp, device=model.device)
     V = B.asarray(V, dtype=xp.float64, xp=xp, device=model.device)
     total = None
-    for c0, c1, op in pieces:
-        g = op.param_vjp(Uc, V[c0:c1, :])["kernel"]
-        total = g if total is None else {k: total[k] + v for k, v in g.items()}
+    with B.blas_pool("numpy"):
+        for c0, c1, op in pieces:
+            g = op.param_vjp(Uc, V[c0:c1, :])["kernel"]
+            total = g if total is None else {k: total[k] + v for k, v in g.items()}
     return {k: B.to_numpy(v) for k, v in total.items()}
 
 
