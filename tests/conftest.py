@@ -102,3 +102,25 @@ def to_xp(xp, dtype, device):
 def tol(dtype, xp):
     """A relative tolerance suited to the working precision: float32 1e-4, float64 1e-10."""
     return 1e-4 if dtype == xp.float32 else 1e-10
+
+
+@pytest.fixture
+def scipy_blas_spy(monkeypatch):
+    """``start()``: from now on, record in a fresh list (returned) the names of the SciPy BLAS
+    functions fetched (``scipy.linalg.blas.get_blas_funcs``): which products woke SciPy's
+    BLAS thread pool (``gpnum.backend.blas_pool``)."""
+    import scipy.linalg.blas as blas
+
+    real = blas.get_blas_funcs
+
+    def start():
+        fetched = []
+
+        def spy(names, arrays=(), *args, **kwargs):
+            fetched.append(names)
+            return real(names, arrays, *args, **kwargs)
+
+        monkeypatch.setattr(blas, "get_blas_funcs", spy)
+        return fetched
+
+    return start

@@ -573,25 +573,10 @@ def test_matmul_matrix_vector_against_numpy(to_xp, xp, dtype):
         np.testing.assert_allclose(got, a @ b, rtol=tol, atol=tol * np.abs(a @ b).max())
 
 
-def _scipy_blas_calls(monkeypatch):
-    """A list that records the names of SciPy BLAS functions fetched from now on."""
-    import scipy.linalg.blas as blas
-
-    fetched = []
-    real = blas.get_blas_funcs
-
-    def spy(names, arrays=(), *args, **kwargs):
-        fetched.append(names)
-        return real(names, arrays, *args, **kwargs)
-
-    monkeypatch.setattr(blas, "get_blas_funcs", spy)
-    return fetched
-
-
-def test_blas_pool_routes_products_and_restores(monkeypatch):
+def test_blas_pool_routes_products_and_restores(scipy_blas_spy):
     import threading
 
-    fetched = _scipy_blas_calls(monkeypatch)
+    fetched = scipy_blas_spy()
     rng = np.random.default_rng(42)
     a, b, v = rng.standard_normal((400, 200)), rng.standard_normal((200, 250)), rng.standard_normal(200)
     B.matmul(a, b), B.matmul(a, v), B.flat_dot(a, a)
@@ -623,7 +608,7 @@ def test_blas_pool_routes_products_and_restores(monkeypatch):
 
 @pytest.mark.parametrize("whitening,ngd_method,pool", [("ciq", "krylov", "numpy"),
                                                         ("cholesky", "dense", "scipy")])
-def test_svgp_step_products_in_the_whitening_pool(monkeypatch, whitening, ngd_method, pool):
+def test_svgp_step_products_in_the_whitening_pool(scipy_blas_spy, whitening, ngd_method, pool):
     # A CIQ + Krylov step does all its work through NumPy, so its large products must not wake
     # SciPy's BLAS pool; a Cholesky step factorises with SciPy and keeps its products there.
     from gpnum.kernels import Matern52
@@ -636,14 +621,14 @@ def test_svgp_step_products_in_the_whitening_pool(monkeypatch, whitening, ngd_me
                        num_data=1000, whitening=whitening, jitter=1e-4)
     ngd = gpnum.optim.NaturalGradient(0.1, ngd_method)
     ngd.prepare(model)
-    fetched = _scipy_blas_calls(monkeypatch)
+    fetched = scipy_blas_spy()
     _, _, data = model.elbo_and_grad(X, y, return_data=True)
     ngd.step(model, data=data)
     model.predict_y(X)
     assert (len(fetched) == 0) == (pool == "numpy"), fetched
 
 
-def test_gpr_cg_products_in_numpy_pool(monkeypatch):
+def test_gpr_cg_products_in_numpy_pool(scipy_blas_spy):
     # The CG path runs CG, Lanczos and their products through NumPy: the kernel's products
     # must not wake SciPy's BLAS pool beside them (the Cholesky path's do).
     from gpnum.kernels import Matern32
@@ -655,8 +640,7 @@ def test_gpr_cg_products_in_numpy_pool(monkeypatch):
     for solver in ("cg", "cholesky"):
         model = gpnum.GPR(Matern32(lengthscale=np.ones(9)), Gaussian(variance=0.1), X, y,
                           solver=solver, jitter=1e-4)
-        fetched = _scipy_blas_calls(monkeypatch)
+        fetched = scipy_blas_spy()
         model.log_marginal_likelihood_and_grad()
         model.predict_f(X[:50])
         assert (len(fetched) == 0) == (solver == "cg"), (solver, fetched)
-        monkeypatch.undo()

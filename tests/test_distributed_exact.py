@@ -110,11 +110,9 @@ def test_fit_follows_the_single_process_run(client):
         assert _rel(p2[k], p1[k]) < 1e-8, k
 
 
-def test_worker_tasks_keep_their_products_in_numpy_pool(monkeypatch):
+def test_worker_tasks_keep_their_products_in_numpy_pool(scipy_blas_spy):
     # A worker's task multiplies kernel blocks with NumPy's @; the kernel's own products must
     # not wake SciPy's BLAS pool beside it. Results against the dense kernel matrix.
-    import scipy.linalg.blas as blas
-
     from gpnum.checkpoint import model_state
     from gpnum.distributed._exact import _chunk_matmat, _chunk_param_vjp
 
@@ -124,20 +122,13 @@ def test_worker_tasks_keep_their_products_in_numpy_pool(monkeypatch):
     model = gpnum.GPR(Matern32(lengthscale=np.ones(18)), Gaussian(variance=0.05), X, y,
                       solver="cg")
     state = model_state(model)
-    fetched = []
-    real = blas.get_blas_funcs
-    monkeypatch.setattr(blas, "get_blas_funcs",
-                        lambda names, *a, **k: fetched.append(names) or real(names, *a, **k))
+    fetched = scipy_blas_spy()
     R = np.random.default_rng(3).standard_normal((400, 4))
     got = _chunk_matmat(state, X[100:300], 100, 300, R)
     _chunk_param_vjp(state, X[100:300], 100, 300, R[100:300], R)
     assert fetched == []
     K = B.to_numpy(model.kernel(model.X))
     np.testing.assert_allclose(got, K[100:300] @ R, rtol=1e-12, atol=1e-12)
-    monkeypatch.undo()
-    with B.blas_pool("scipy"):  # the spy sees the kernel's products outside the task's block
-        fetched2 = []
-        monkeypatch.setattr(blas, "get_blas_funcs",
-                            lambda names, *a, **k: fetched2.append(names) or real(names, *a, **k))
-        model.kernel(model.X[100:300], model.X)
-    assert fetched2
+    fetched = scipy_blas_spy()
+    model.kernel(model.X[100:300], model.X)  # outside a task's block: the spy sees them
+    assert fetched

@@ -22,7 +22,6 @@ function of the parameters.
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
@@ -49,15 +48,9 @@ _PREDICT_BLOCK_COPIES = 8
 _VARIANCE_CHECK_WARN = 0.1
 
 
-
-def _in_numpy_pool(f):
-    """Run ``f`` with the kernel's products in NumPy's BLAS pool (``gpnum.backend.blas_pool``),
-    where CG, Lanczos and their products run: one busy pool instead of two on two cores."""
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        with blas_pool("numpy"):
-            return f(*args, **kwargs)
-    return wrapper
+#: The entry points below run the kernel's products in NumPy's BLAS pool, where CG, Lanczos
+#: and their products run (gpnum.backend.blas_pool: one busy pool, not two, on two cores).
+_in_numpy_pool = blas_pool("numpy")
 
 @dataclass(frozen=True)
 class CGOptions:

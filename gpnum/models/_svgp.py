@@ -41,7 +41,8 @@ __all__ = ["SVGP", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
 def _in_whitening_pool(method):
     """Run ``method`` with NumPy's large products in the BLAS pool of the model's whitening
-    (``gpnum.backend.blas_pool``): one busy pool per step instead of two on two cores."""
+    (``gpnum.backend.blas_pool``): one busy pool per step instead of two on two cores. (On the
+    methods that compute; those that only delegate to them need not.)"""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with B.blas_pool(self.whitening_strategy.blas_pool):
@@ -241,7 +242,6 @@ class SVGP(ComposedParameters):
                              f"{X.shape[0]}")
         return X, y
 
-    @_in_whitening_pool
     def objective_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """The objective to maximise (the ELBO) and its gradients: :meth:`elbo_and_grad`."""
         return self.elbo_and_grad(X, y, validate=validate, return_data=return_data, scale=scale)
@@ -646,13 +646,11 @@ class SVGP(ComposedParameters):
             return mean[:, 0], covs[0]
         return mean, xp.stack(covs)
 
-    @_in_whitening_pool
     def predict_y(self, X):
         """Predictive mean and variance of observations at ``X`` (the likelihood's moments)."""
         mu, var = self.predict_f(X)
         return self.likelihood.predict_mean_and_var(mu, var)
 
-    @_in_whitening_pool
     def log_predictive_density(self, X, y):
         """Per-point ``log p(y_i | x_i)`` under the approximate posterior, shape (n,)."""
         X = self._check_X(X)
