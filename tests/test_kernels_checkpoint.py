@@ -121,3 +121,56 @@ def test_expression_kernel_gradient_through_gpr():
 
         check_grad(lml, base[name], B.to_numpy(grads[name]), name=name)
         model.set_parameters(base)
+
+
+def test_from_expression_starts_from_the_data(backend):
+    """Starting values read off the data follow the rule of the docstring, computed here from
+    the data with NumPy: variances var(y) / T, lengthscales geometric from each column's range
+    down to four median gaps, the first factor of a product carrying the variance."""
+    rng = np.random.default_rng(11)
+    X = np.column_stack([np.sort(rng.uniform(0.0, 40.0, 60)), rng.normal(size=60)])
+    y = 3.0 * np.sin(X[:, 0]) + rng.normal(size=60)
+    xp = backend.xp
+    Xb = B.asarray(X, dtype=xp.float64, xp=xp, device=backend.device)
+    yb = B.asarray(y, dtype=xp.float64, xp=xp, device=backend.device)
+    k = K.from_expression("rbf + rbf*periodic + rq + linear + white", input_dim=2, ard=True,
+                          X=Xb, y=yb, xp=xp, dtype=xp.float64, device=backend.device)
+    p = {n: B.to_numpy(v) for n, v in k.parameters().items()}
+    v = y.var() / 4  # four terms besides white
+    for name in ("0.variance", "1.0.variance", "2.variance"):
+        np.testing.assert_allclose(p[name], v, rtol=1e-12)
+    np.testing.assert_allclose(p["1.1.base.variance"], 1.0)
+    np.testing.assert_allclose(p["4.variance"], 0.1 * v, rtol=1e-12)
+    np.testing.assert_allclose(p["3.variance"], v / (2 * np.mean(X**2, axis=0)), rtol=1e-12)
+    span = X.max(0) - X.min(0)
+    gap = 4 * np.array([np.median(np.diff(np.unique(c))) for c in X.T])
+    for j, name in enumerate(("0.lengthscale", "1.0.lengthscale", "2.lengthscale")):
+        np.testing.assert_allclose(p[name], span * (gap / span) ** (j / 2), rtol=1e-12)
+    np.testing.assert_allclose(p["1.1.period"], 1.0)
+    # without data: every parameter at 1, as before
+    k1 = K.from_expression("rbf + rbf*periodic + rq + linear + white", input_dim=2, ard=True,
+                           xp=xp, dtype=xp.float64, device=backend.device)
+    assert all(np.all(B.to_numpy(a) == 1.0) for a in k1.parameters().values())
+    one = K.from_expression("matern52", input_dim=1, X=Xb[:, :1], xp=xp, dtype=xp.float64,
+                            device=backend.device)
+    np.testing.assert_allclose(B.to_numpy(one.parameters()["lengthscale"]), 0.2 * span[0],
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match=r"X: expected an \(n, 2\) array"):
+        K.from_expression("rbf", input_dim=2, X=X[:, :1])
+    with pytest.raises(ValueError, match="X: contains NaN"):
+        K.from_expression("rbf", input_dim=2, X=np.where(X > 39, np.nan, X))
+
+
+def test_expression_terms_of_one_kind_part_with_data_starts():
+    """Two RBF terms that start equal get equal gradients (so a gradient method never parts
+    them); started from the data they differ and their LML gradients differ."""
+    rng = np.random.default_rng(12)
+    X = np.sort(rng.uniform(0.0, 10.0, (40, 1)), axis=0)
+    y = np.sin(X[:, 0]) + 0.3 * np.sin(7 * X[:, 0]) + 0.05 * rng.normal(size=40)
+    lik = gpnum.likelihoods.Gaussian(0.01, dtype="float64")
+    for kw, equal in (({}, True), ({"X": X, "y": y}, False)):
+        k = K.from_expression("rbf + rbf", input_dim=1, dtype="float64", **kw)
+        _, g = gpnum.GPR(k, lik, X, y).log_marginal_likelihood_and_grad()
+        same = np.isclose(float(g["kernel.0.lengthscale"]), float(g["kernel.1.lengthscale"]),
+                          rtol=1e-12)
+        assert same == equal

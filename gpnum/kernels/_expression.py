@@ -23,6 +23,86 @@ def _ones(n, ard):
     return [1.0] * n if ard else 1.0
 
 
+#: Kernel names whose lengthscale measures distances in the inputs' own units: the ones that
+#: :func:`from_expression` spreads over the inputs' scales when it is given data.
+_STATIONARY = frozenset({"rbf", "matern12", "exponential", "matern32", "matern52", "rq"})
+
+
+class _Starts:
+    """Starting values of one expression's parameters: every parameter at 1 without data, or
+    values read off the data (:func:`from_expression`, "Starting values")."""
+
+    def __init__(self, d, ard, num_stationary, num_terms, X=None, y=None):
+        self.d, self.ard = d, ard
+        self.variance = 1.0
+        self.white = 1.0
+        self.linear = _ones(d, ard)
+        self._lengthscales = [_ones(d, ard)] * num_stationary
+        if y is not None:
+            y_var = max(_host_var(y), 1e-12)
+            self.variance = y_var / num_terms
+            self.white = 0.1 * self.variance
+        if X is not None:
+            longest, shortest, mean_sq = _input_scales(X, d)
+            if y is not None:
+                # a linear term alone would explain the targets' variance: sum_j v_j E[x_j^2]
+                self.linear = ([self.variance / (d * m) for m in mean_sq] if ard
+                               else self.variance / sum(mean_sq))
+            self._lengthscales = [_spread(longest, shortest, j, num_stationary, ard)
+                                  for j in range(num_stationary)]
+        self._next = 0
+
+    def lengthscale(self):
+        value = self._lengthscales[self._next]
+        self._next += 1
+        return value
+
+
+def _host_var(y):
+    from gpnum.backend import to_numpy
+
+    y = to_numpy(y).astype("float64").reshape(-1)
+    return float(y.var()) if y.size > 1 else 1.0
+
+
+def _input_scales(X, d):
+    """Per input column: its range, the median gap between neighbouring distinct values and its
+    mean square, on the host (a start is computed once)."""
+    import numpy as np
+
+    from gpnum.backend import to_numpy
+
+    X = to_numpy(X).astype(np.float64)
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"X: expected an (n, {d}) array for input_dim={d}, got shape "
+                         f"{tuple(X.shape)}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X: contains NaN or infinite values")
+    longest, shortest, mean_sq = [], [], []
+    for j in range(d):
+        u = np.unique(X[:, j])
+        span = float(u[-1] - u[0]) if u.size > 1 else 1.0
+        gap = float(np.median(np.diff(u))) if u.size > 2 else span
+        longest.append(span if span > 0 else 1.0)
+        shortest.append(min(max(gap, 1e-12), longest[-1]))
+        mean_sq.append(max(float(np.mean(X[:, j] ** 2)), 1e-12))
+    return longest, shortest, mean_sq
+
+
+def _spread(longest, shortest, j, count, ard):
+    """The ``j``-th of ``count`` lengthscales spaced geometrically from the inputs' range down
+    to a few gaps between neighbouring points (one term alone gets a fifth of the range):
+    additive terms of one kind that start equal get equal gradients and never part."""
+    out = []
+    for hi, lo in zip(longest, shortest, strict=True):
+        lo = min(4.0 * lo, hi)
+        if count == 1:
+            out.append(0.2 * hi)
+        else:
+            out.append(hi * (lo / hi) ** (j / (count - 1)))
+    return out if ard else sum(out) / len(out)
+
+
 def _factories():
     from gpnum.kernels._arccos import ArcCosine
     from gpnum.kernels._linear import Constant, Linear, White
@@ -32,7 +112,7 @@ def _factories():
     from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52
 
     def stationary(cls):
-        return lambda d, ard, ns: cls(lengthscale=_ones(d, ard), **ns)
+        return lambda s, ns, v: cls(lengthscale=s.lengthscale(), variance=v, **ns)
 
     return {
         "rbf": stationary(RBF),
@@ -40,15 +120,15 @@ def _factories():
         "exponential": stationary(Matern12),
         "matern32": stationary(Matern32),
         "matern52": stationary(Matern52),
-        "rq": stationary(RationalQuadratic),
-        "periodic": lambda d, ard, ns: Periodic(RBF(lengthscale=_ones(d, ard), **ns),
-                                                period=_ones(d, ard)),
-        "cosine": stationary(Cosine),
-        "linear": lambda d, ard, ns: Linear(variance=_ones(d, ard), **ns),
-        "constant": lambda d, ard, ns: Constant(**ns),
-        "white": lambda d, ard, ns: White(**ns),
-        "polynomial": lambda d, ard, ns: Polynomial(**ns),
-        "arccos": lambda d, ard, ns: ArcCosine(**ns),
+        "rq": lambda s, ns, v: RationalQuadratic(lengthscale=s.lengthscale(), variance=v, **ns),
+        "periodic": lambda s, ns, v: Periodic(RBF(lengthscale=_ones(s.d, s.ard), variance=v,
+                                                  **ns), period=_ones(s.d, s.ard)),
+        "cosine": lambda s, ns, v: Cosine(lengthscale=_ones(s.d, s.ard), variance=v, **ns),
+        "linear": lambda s, ns, v: Linear(variance=s.linear, **ns),
+        "constant": lambda s, ns, v: Constant(variance=v, **ns),
+        "white": lambda s, ns, v: White(variance=s.white, **ns),
+        "polynomial": lambda s, ns, v: Polynomial(variance=v, **ns),
+        "arccos": lambda s, ns, v: ArcCosine(**ns),
     }
 
 
@@ -72,7 +152,8 @@ def _tokens(text):
     return out
 
 
-def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, device=None):
+def from_expression(expression, *, input_dim, ard=False, X=None, y=None, xp=None, dtype=None,
+                    device=None):
     """Build a kernel from a string of kernel names joined by ``+``, ``*`` and parentheses.
 
     Parameters
@@ -87,18 +168,37 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
     ard : bool
         One lengthscale (periodic: and period; linear: variance) per input column (shape
         (d,)) instead of a shared scalar.
+    X : array (n, input_dim), optional
+        Training inputs: lengthscales start from their scales (below).
+    y : array (n,), optional
+        Training targets: variances start from their variance (below).
     xp, dtype, device : optional
         Namespace, floating dtype and device of the parameters (as for every kernel).
 
     Returns
     -------
     Kernel
-        Every parameter starts at 1 (``rq``'s alpha too).
+        Without data every parameter starts at 1 (``rq``'s alpha too).
+
+    Notes
+    -----
+    Starting values from data (a start only: every value is learned). With ``y``, each of the
+    ``T`` additive terms of the top-level sum starts with variance ``var(y) / T`` (in a product
+    the first factor carries it, the others start at 1), ``white`` with a tenth of that, and
+    ``linear`` with the variance that alone explains ``var(y) / T`` (given ``X``). With ``X``,
+    the ``J`` lengthscales of the stationary kernels (``rbf``, ``matern*``, ``rq``) are spaced
+    geometrically, in the order they are written, from each column's range down to four
+    times the median gap between its neighbouring values; one alone starts at a fifth of the
+    range. Terms of one kind that start equal receive equal gradients and stay equal, so
+    ``"rbf + rbf*periodic + rq + rbf + white"`` should list its long-range terms first, as
+    one writes them anyway. ``periodic``'s period and smoothness and ``cosine``'s period start
+    at 1: the data do not say them (set them yourself, e.g. a year in the data's time unit).
 
     Raises
     ------
     ValueError
-        One line naming an unknown kernel name, or the position of a syntax error.
+        One line naming an unknown kernel name, or the position of a syntax error; ``X`` of
+        the wrong shape or not finite.
 
     Examples
     --------
@@ -119,6 +219,34 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
         xp = namespace_by_name(xp)
     ns = {"xp": xp, "dtype": dtype, "device": device}
     factories = _factories()
+    tree = _parse(expression, factories)
+    leaves = list(_leaf_names(tree))
+    terms = tree[1] if tree[0] == "+" else [tree]
+    starts = _Starts(d, ard, sum(name in _STATIONARY for name in leaves),
+                     len([t for t in terms if t != ("leaf", "white")]) or 1, X=X, y=y)
+
+    def build(node, variance):
+        kind, value = node
+        if kind == "leaf":
+            return factories[value](starts, ns, variance)
+        if kind == "*":  # the first factor carries the term's variance
+            return Product(*[build(f, variance if i == 0 else 1.0) for i, f in enumerate(value)])
+        return Sum(*[build(t, variance) for t in value])
+
+    return build(tree, starts.variance)
+
+
+def _leaf_names(node):
+    kind, value = node
+    if kind == "leaf":
+        yield value
+    else:
+        for child in value:
+            yield from _leaf_names(child)
+
+
+def _parse(expression, factories):
+    """The expression as a tree of ``("leaf", name)``, ``("+", parts)`` and ``("*", parts)``."""
     toks = _tokens(expression)
     pos = [0]
 
@@ -135,19 +263,18 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
             fail(f"unexpected character {tok[1]!r} at position {tok[2]}")
         return f"{tok[1]!r} at position {tok[2]}"
 
-    def parse_expression():
-        parts = [parse_term()]
-        while peek() is not None and peek()[1] == "+":
+    def parse_chain(op, parse_part):
+        parts = [parse_part()]
+        while peek() is not None and peek()[1] == op:
             pos[0] += 1
-            parts.append(parse_term())
-        return parts[0] if len(parts) == 1 else Sum(*parts)
+            parts.append(parse_part())
+        return parts[0] if len(parts) == 1 else (op, parts)
+
+    def parse_expression():
+        return parse_chain("+", parse_term)
 
     def parse_term():
-        parts = [parse_factor()]
-        while peek() is not None and peek()[1] == "*":
-            pos[0] += 1
-            parts.append(parse_factor())
-        return parts[0] if len(parts) == 1 else Product(*parts)
+        return parse_chain("*", parse_factor)
 
     def parse_factor():
         tok = peek()
@@ -157,7 +284,7 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
             if key not in factories:
                 fail(f"unknown kernel name {tok[1]!r} at position {tok[2]}; known names: "
                      f"{', '.join(KERNEL_NAMES)}")
-            return factories[key](d, ard, ns)
+            return ("leaf", key)
         if tok is not None and tok[1] == "(":
             pos[0] += 1
             inner = parse_expression()
@@ -170,7 +297,7 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
 
     if not toks:
         fail("expected a kernel name, got an empty expression")
-    kernel = parse_expression()
+    tree = parse_expression()
     if peek() is not None:
         fail(f"expected '+', '*' or the end, got {where(peek())}")
-    return kernel
+    return tree
