@@ -644,3 +644,104 @@ def test_gpr_cg_products_in_numpy_pool(scipy_blas_spy):
         model.log_marginal_likelihood_and_grad()
         model.predict_f(X[:50])
         assert (len(fetched) == 0) == (solver == "cg"), (solver, fetched)
+
+
+def _pool_threads():
+    """{"numpy": n, "scipy": n}: the thread counts threadpoolctl reads off the two OpenBLAS
+    libraries of the NumPy and SciPy wheels (skips where they are one shared library)."""
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    out = {}
+    for info in threadpool_info():
+        if info["user_api"] != "blas":
+            continue
+        path = info["filepath"].replace("\\", "/")
+        if "/scipy.libs/" in path:
+            out["scipy"] = info["num_threads"]
+        elif "/numpy.libs/" in path:
+            out["numpy"] = info["num_threads"]
+    if set(out) != {"numpy", "scipy"}:
+        pytest.skip("NumPy and SciPy share one BLAS here: no second pool to keep quiet")
+    return out
+
+
+def test_blas_pool_sets_thread_counts_and_restores(monkeypatch):
+    """Within the outermost blas_pool block the named pool has blas_threads() threads and the
+    other one; nested blocks change nothing; leaving (also by an exception) restores both."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):  # a known starting point
+        before = _pool_threads()
+        monkeypatch.delenv("GPNUM_BLAS_THREADS", raising=False)
+        previous = B.set_blas_threads(3)
+        try:
+            assert previous == 1  # the default
+            with B.blas_pool("numpy"):
+                assert _pool_threads() == {"numpy": 3, "scipy": 1}
+                with B.blas_pool("scipy"):  # nested: the outermost block's counts stay
+                    assert _pool_threads() == {"numpy": 3, "scipy": 1}
+            assert _pool_threads() == before
+            with pytest.raises(RuntimeError), B.blas_pool("scipy"):
+                assert _pool_threads() == {"numpy": 1, "scipy": 3}
+                raise RuntimeError("inside")
+            assert _pool_threads() == before
+            B.set_blas_threads("default")  # gpnum leaves the libraries alone
+            assert B.blas_threads() is None
+            with B.blas_pool("numpy"):
+                assert _pool_threads() == before
+        finally:
+            B.set_blas_threads(previous)
+        assert _pool_threads() == before
+
+
+def test_blas_threads_setting_from_the_environment(monkeypatch):
+    import os
+
+    from gpnum.backend import _threads
+
+    monkeypatch.setattr(_threads, "_setting", _threads._UNSET)
+    for text, want in [("2", 2), (" all ", os.cpu_count()), ("default", None), ("1", 1)]:
+        monkeypatch.setenv("GPNUM_BLAS_THREADS", text)
+        assert B.blas_threads() == want
+    monkeypatch.delenv("GPNUM_BLAS_THREADS")
+    assert B.blas_threads() == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("GPNUM_BLAS_THREADS", bad)
+        with pytest.raises(ValueError, match="GPNUM_BLAS_THREADS: expected a positive integer"):
+            B.blas_threads()
+    monkeypatch.delenv("GPNUM_BLAS_THREADS")
+    for bad in (0, 2.5, True, "x"):
+        with pytest.raises(ValueError, match="threads: expected a positive integer"):
+            B.set_blas_threads(bad)
+
+
+def test_gpr_objective_runs_in_its_pool_with_one_busy_pool():
+    """GPR's Cholesky objective runs with SciPy's pool at blas_threads() and NumPy's at one
+    (the kernel's products are small); its value against a dense NumPy computation."""
+    from gpnum.kernels import RBF
+    from gpnum.likelihoods import Gaussian
+
+    rng = np.random.default_rng(44)
+    X = rng.normal(size=(50, 2))
+    y = rng.normal(size=50)
+    model = gpnum.GPR(RBF(lengthscale=0.7), Gaussian(variance=0.2), X, y)
+    seen = []
+    real = model._lml
+
+    def spy(*args):
+        seen.append(_pool_threads())
+        return real(*args)
+
+    model._lml = spy
+    previous = B.set_blas_threads(2)
+    try:
+        value = float(model.log_marginal_likelihood())
+    finally:
+        B.set_blas_threads(previous)
+    assert seen == [{"numpy": 1, "scipy": 2}]
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    K = np.exp(-0.5 * d2 / 0.49) + 0.2 * np.eye(50)
+    sign, logdet = np.linalg.slogdet(K)
+    ref = -0.5 * y @ np.linalg.solve(K, y) - 0.5 * logdet - 25 * np.log(2 * np.pi)
+    np.testing.assert_allclose(value, ref, rtol=1e-10)

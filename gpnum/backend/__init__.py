@@ -28,6 +28,7 @@ from gpnum.backend._linalg import (
 )
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
 from gpnum.backend._random import Generator, default_rng
+from gpnum.backend._threads import blas_threads, set_blas_threads
 
 __all__ = [
     "BACKENDS",
@@ -35,6 +36,7 @@ __all__ = [
     "asarray",
     "backend_name",
     "blas_pool",
+    "blas_threads",
     "cho_inverse",
     "cho_solve",
     "cholesky",
@@ -56,6 +58,7 @@ __all__ = [
     "namespace_by_name",
     "row_dots",
     "same_namespace_dtype_device",
+    "set_blas_threads",
     "solve_triangular",
     "to_numpy",
     "triangular_inverse",

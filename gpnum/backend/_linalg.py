@@ -14,6 +14,7 @@ import threading
 
 import array_api_compat
 
+from gpnum.backend import _threads
 from gpnum.backend._convert import get_namespace
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 
@@ -82,9 +83,11 @@ def blas_pool(name):
         raise ValueError(f"name: expected 'scipy' or 'numpy', got {name!r}")
     previous = getattr(_POOL, "name", "scipy")
     _POOL.name = name
+    _threads.enter(name)
     try:
         yield
     finally:
+        _threads.leave()
         _POOL.name = previous
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import asarray, device_of, get_namespace, is_array
+from gpnum.backend import asarray, blas_pool, device_of, get_namespace, is_array
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -231,6 +231,9 @@ class FullBatchGaussianModel(ComposedParameters):
     """
 
     full_batch = True
+    #: The BLAS pool of the model's work (gpnum.backend.blas_pool): SciPy's, where the
+    #: Cholesky factorisations and triangular solves run.
+    blas_pool = "scipy"
     _default_jitter = 0.0
     _predict_chunk = 4096
 
@@ -407,7 +410,8 @@ class FullBatchGaussianModel(ComposedParameters):
             Natural-form gradients, each shaped like its parameter.
         """
         X, y = self._training_batch(X, y, validate)
-        return self._objective_and_grad(X, y)
+        with blas_pool(self.blas_pool):
+            return self._objective_and_grad(X, y)
 
     def predict_f(self, Xnew, full_cov=False):
         """Posterior mean and (co)variance of the latent function at ``Xnew``.
@@ -423,6 +427,10 @@ class FullBatchGaussianModel(ComposedParameters):
         mean : array (n,)
         var : array (n,), or cov : array (n, n) with ``full_cov=True``
         """
+        with blas_pool(self.blas_pool):
+            return self._predict_f(Xnew, full_cov)
+
+    def _predict_f(self, Xnew, full_cov):
         xp = self.xp
         Xnew = self._check_new(Xnew)
         state = self._prediction_state()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import (cho_inverse, cho_solve, cholesky, default_rng, matmul,
+from gpnum.backend import (blas_pool, cho_inverse, cho_solve, cholesky, default_rng, matmul,
                            solve_triangular)
 from gpnum.models import _gpr_cg
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
@@ -110,6 +110,11 @@ class GPR(FullBatchGaussianModel):
         self._cg_predict_last = None
 
     # ------------------------------------------------------------------ solver dispatch
+    @property
+    def blas_pool(self) -> str:
+        """NumPy's BLAS pool for the CG path (its Krylov solvers run there), else SciPy's."""
+        return "numpy" if self.uses_cg else "scipy"
+
     @property
     def uses_cg(self) -> bool:
         """Whether the conjugate-gradient path is in use (``solver`` resolved for ``n``)."""
@@ -210,7 +215,8 @@ class GPR(FullBatchGaussianModel):
     # ------------------------------------------------------------------ public API
     def log_marginal_likelihood(self):
         """``log p(y | X)`` under the current parameters (R&W 2006, eq. 2.30), a 0-d array."""
-        return self._lml(self._X, self._y, False)[0]
+        with blas_pool(self.blas_pool):
+            return self._lml(self._X, self._y, False)[0]
 
     def log_marginal_likelihood_and_grad(self):
         """:meth:`log_marginal_likelihood` and its gradients (R&W 2006, eq. 5.9).
@@ -222,7 +228,8 @@ class GPR(FullBatchGaussianModel):
             Keyed like :meth:`parameters` (``mean``, ``kernel.<name>``,
             ``likelihood.variance``), natural form, each shaped like its parameter.
         """
-        return self._lml(self._X, self._y, True)
+        with blas_pool(self.blas_pool):
+            return self._lml(self._X, self._y, True)
 
     def _objective_and_grad(self, X, y):
         return self._lml(X, y, True)
