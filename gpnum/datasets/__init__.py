@@ -1,17 +1,22 @@
 """Real data sets: bundled loaders, any-CSV loading, standardisation and train/val/test splits.
 
-Five data sets ship inside the package (compressed, about 2.3 MB), so the examples and the
-command line run on a fresh machine with no download:
+Nine data sets ship inside the package (seven compressed files, about 2.4 MB; ``bikecount``
+and ``bikelog`` are derived from ``bike``), so the examples and the command line run on a
+fresh machine with no download (``available()`` lists them):
 
-============  ========  ===  ==============  ==========  ============
-name          rows      d    task            likelihood  fixed masks
-============  ========  ===  ==============  ==========  ============
-energy        768       8    regression      gaussian    10
-elevators     16,599    18   regression      gaussian    10
-bike          17,379    17   regression      gaussian    10
-elec          45,312    6    classification  bernoulli   --
-precip        101,270   3    regression      studentt    --
-============  ========  ===  ==============  ==========  ============
+============  ========  ===  ==============  ========================  ============
+name          rows      d    task            likelihood                fixed masks
+============  ========  ===  ==============  ========================  ============
+co2           521       1    regression      gaussian                  1
+energy        768       8    regression      gaussian                  10
+digits        1,797     64   multiclass      softmax                   --
+elevators     16,599    18   regression      gaussian                  10
+bike          17,379    17   regression      gaussian                  10
+bikecount     17,379    15   counts          poisson                   10
+bikelog       17,379    15   regression      heteroscedastic-gaussian  10
+elec          45,312    6    classification  bernoulli                 --
+precip        101,270   3    regression      studentt                  --
+============  ========  ===  ==============  ========================  ============
 
 Parsing, splitting and standardising happen in NumPy float64 on the host; the finished arrays
 cross to the target backend (``GPNUM_BACKEND`` or ``xp=``) once, in the requested dtype.
