@@ -99,6 +99,21 @@ def to_xp(xp, dtype, device):
 
 
 @pytest.fixture
+def to64(xp, device):
+    """Like conftest's ``to_xp`` but always float64, for tests whose reference needs double
+    precision (so they run once per backend, not once per dtype)."""
+    def convert(a, dtype=None):
+        a = np.asarray(a)
+        if np.issubdtype(a.dtype, np.floating):
+            target = xp.float64 if dtype is None else dtype
+        else:
+            target = getattr(xp, str(a.dtype)) if dtype is None else dtype
+        return B.asarray(a, dtype=target, xp=xp, device=device)
+
+    return convert
+
+
+@pytest.fixture
 def tol(dtype, xp):
     """A relative tolerance suited to the working precision: float32 1e-4, float64 1e-10."""
     return 1e-4 if dtype == xp.float32 else 1e-10

@@ -9,7 +9,6 @@ from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.hmm import forward_backward, viterbi
 from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
-from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
 METHODS = ["scan", "blocked", "sequential"]  # viterbi's
 FB_METHODS = ["scan", "blocked", "sequential"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import pytest
 from scipy.special import logsumexp
 
 
@@ -97,20 +96,3 @@ def test_numpy_reference_matches_brute_force():
     np.testing.assert_allclose(z2, log_z, rtol=1e-12)
     np.testing.assert_array_equal(p2, path)
     np.testing.assert_allclose(b2, best, rtol=1e-12)
-
-
-@pytest.fixture
-def to64(xp, device):
-    """Like conftest's ``to_xp`` but always float64, for tests whose reference needs double
-    precision (so they run once per backend, not once per dtype)."""
-    from gpnum import backend as B
-
-    def convert(a, dtype=None):
-        a = np.asarray(a)
-        if np.issubdtype(a.dtype, np.floating):
-            target = xp.float64 if dtype is None else dtype
-        else:
-            target = getattr(xp, str(a.dtype)) if dtype is None else dtype
-        return B.asarray(a, dtype=target, xp=xp, device=device)
-
-    return convert

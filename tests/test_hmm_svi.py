@@ -13,7 +13,6 @@ import pytest
 from gpnum import backend as B
 from gpnum.hmm import CategoricalHMM, GaussianHMM
 from test_hmm_reference import numpy_forward_backward, sample_chain
-from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
 
 def _np(a):

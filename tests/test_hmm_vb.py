@@ -19,7 +19,6 @@ from gpnum.errors import ShapeError
 from gpnum.hmm import CategoricalHMM, GaussianHMM
 from gpnum.hmm._special import digamma, lgamma, multigammaln
 from test_hmm_reference import brute_force, sample_chain
-from test_hmm_reference import to64  # noqa: F401 (a fixture)
 
 
 def _np(a):
