@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array, namespace, to_numpy
 from gpnum.errors import ShapeError, check_finite, describe_shape
-from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
+from gpnum.params import (
+    Parameterised,
+    chain_to_unconstrained,
+    from_unconstrained,
+    to_unconstrained,
+)
 
 __all__ = ["Kernel"]
 
@@ -331,13 +336,11 @@ class Kernel(Parameterised):
 
     def _natural(self, values: dict) -> dict:
         """Unconstrained values -> natural ones (softplus of the positive parameters)."""
-        values = self._as_arrays(values)
-        return {n: softplus(v) if n in self._positive else v for n, v in values.items()}
+        return from_unconstrained(self._as_arrays(values), self._positive)
 
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form: the softplus inverse of the positive ones."""
-        return self._as_arrays({n: softplus_inverse(v) if n in self._positive else v
-                                for n, v in self.parameters().items()})
+        return self._as_arrays(to_unconstrained(self.parameters(), self._positive))
 
     def set_unconstrained(self, values: dict) -> None:
         """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
@@ -350,8 +353,7 @@ class Kernel(Parameterised):
             raise KeyError(f"unknown parameter(s) {sorted(unknown)}; this kernel has "
                            f"{list(self._param_names)}")
         grads = self._as_arrays(grads)
-        return self._as_arrays({n: g * softplus_grad(getattr(self, n)) if n in self._positive
-                                else g for n, g in grads.items()})
+        return self._as_arrays(chain_to_unconstrained(grads, self.parameters(), self._positive))
 
     def _leaves(self) -> list:
         return [self]
