@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array, namespace, to_numpy
-from gpnum.errors import ShapeError, check_finite, describe_shape
+from gpnum.errors import ShapeError, check_finite, check_points_shape, describe_shape
 from gpnum.params import (
     Parameterised,
     chain_to_unconstrained,
@@ -103,12 +103,7 @@ class Kernel(Parameterised):
                             f"{type(X).__name__}")
         ref = self._reference()
         get_namespace(X, ref)  # raises a clear TypeError when libraries are mixed
-        if X.ndim != 2:
-            raise ShapeError(f"{name}: expected a 2-D array of shape (n, d), got shape "
-                             f"{describe_shape(X.shape)}")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ShapeError(f"{name}: expected at least one row and one column, got shape "
-                             f"{describe_shape(X.shape)}")
+        check_points_shape(X, name)
         if X.dtype != self.dtype:
             raise TypeError(f"{name}: expected dtype {self.dtype} (the kernel's), got {X.dtype}; "
                             "construct the kernel with dtype=X.dtype or convert X")

@@ -13,7 +13,13 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array
-from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
+from gpnum.errors import (
+    NotPSDError,
+    ShapeError,
+    check_finite,
+    check_points_shape,
+    describe_shape,
+)
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.params import (
@@ -268,12 +274,7 @@ class FullBatchGaussianModel(ComposedParameters):
             get_namespace(ref, y)  # a clear TypeError when libraries are mixed
         X = asarray(X, dtype=dtype, xp=xp, device=device)
         y = asarray(y, dtype=dtype, xp=xp, device=device)
-        if X.ndim != 2:
-            raise ShapeError(f"X: expected a 2-D array of shape (n, d), got shape "
-                             f"{describe_shape(X.shape)}")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ShapeError(f"X: expected at least one row and one column (n >= 1, d >= 1), "
-                             f"got shape {describe_shape(X.shape)}")
+        check_points_shape(X, "X")
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ShapeError(f"y: expected shape ({X.shape[0]},) to match X, got "
                              f"{describe_shape(y.shape)}")
