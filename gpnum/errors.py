@@ -16,6 +16,7 @@ __all__ = [
     "ShapeError",
     "check_finite",
     "check_int",
+    "check_points_shape",
     "check_positive",
     "describe_shape",
 ]
@@ -64,6 +65,20 @@ def check_finite(xp, x, name: str) -> None:
         what = f"{n_nan} NaN value(s)" if n_nan else "infinite value(s)"
         raise ValueError(f"{name}: expected finite values, got {what} in an array of shape "
                          f"{describe_shape(x.shape)}")
+
+
+def check_points_shape(X, name: str) -> None:
+    """Raise :class:`ShapeError` unless the array ``X`` is 2-D with at least one row and column.
+
+    The shape check of every set of input points (data, inducing points), shape ``(n, d)`` with
+    ``n >= 1`` and ``d >= 1``; callers check first that ``X`` is an array at all.
+    """
+    if X.ndim != 2:
+        raise ShapeError(f"{name}: expected a 2-D array of shape (n, d), got shape "
+                         f"{describe_shape(X.shape)}")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ShapeError(f"{name}: expected at least one row and one column, got shape "
+                         f"{describe_shape(X.shape)}")
 
 
 def check_int(value, name: str, *, minimum: int = 0, expected: str | None = None) -> int:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import warnings
 
 from gpnum.backend import default_rng, device_of, get_namespace, is_array
-from gpnum.errors import ShapeError, check_finite, check_int, check_positive, describe_shape
+from gpnum.errors import (
+    ShapeError,
+    check_finite,
+    check_int,
+    check_points_shape,
+    check_positive,
+    describe_shape,
+)
 
 __all__ = ["kmeans", "greedy_variance"]
 
@@ -32,12 +39,7 @@ def _check_points(X, name="X"):
     if not is_array(X):
         raise TypeError(f"{name}: expected a 2-D array of shape (n, d), got {type(X).__name__}")
     xp = get_namespace(X)
-    if X.ndim != 2:
-        raise ShapeError(f"{name}: expected a 2-D array of shape (n, d), got shape "
-                         f"{describe_shape(X.shape)}")
-    if X.shape[0] < 1 or X.shape[1] < 1:
-        raise ShapeError(f"{name}: expected at least one row and one column, got shape "
-                         f"{describe_shape(X.shape)}")
+    check_points_shape(X, name)
     if not xp.isdtype(X.dtype, "real floating"):
         raise TypeError(f"{name}: expected a real floating dtype, got {X.dtype}")
     check_finite(xp, X, name)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from gpnum.backend import asarray, get_namespace, is_array, namespace, default_dtype
 from gpnum.errors import ShapeError, describe_shape
 
-__all__ = ["softplus", "softplus_inverse", "softplus_grad", "Parameterised"]
+__all__ = ["softplus", "softplus_inverse", "softplus_grad", "to_unconstrained",
+           "from_unconstrained", "chain_to_unconstrained", "Parameterised"]
 
 
 def softplus(u):
@@ -45,6 +46,64 @@ def softplus_grad(value):
     """``d softplus(u) / d u`` written in terms of ``value = softplus(u)``: ``1 - exp(-value)``."""
     xp = get_namespace(value)
     return -xp.expm1(-value)
+
+
+# The transform of a whole parameter dictionary, written once for every parameterised object
+# (Parameterised, kernels, composite models, SVTP). ``positive`` names the parameters that are
+# constrained (``value > lower``); ``lower`` maps a name to its bound when it is not 0 (a
+# Student-t's degrees of freedom stay above 2). Other parameters pass through unchanged.
+
+
+def to_unconstrained(values: dict, positive, lower: dict | None = None) -> dict:
+    """Natural values -> unconstrained ones.
+
+    Parameters
+    ----------
+    values : dict
+        ``{name: array}`` in natural form.
+    positive : collection of str
+        Names of the constrained parameters: ``u = softplus_inverse(value - lower)``.
+    lower : dict, optional
+        ``{name: float}`` lower bounds of constrained parameters whose bound is not 0.
+
+    Returns
+    -------
+    dict
+        ``{name: array}`` keyed like ``values``.
+    """
+    return {n: _to_u(v, lower.get(n, 0.0) if lower else 0.0) if n in positive else v
+            for n, v in values.items()}
+
+
+def from_unconstrained(values: dict, positive, lower: dict | None = None) -> dict:
+    """Unconstrained values -> natural ones (inverse of :func:`to_unconstrained`):
+    ``value = lower + softplus(u)`` for the names in ``positive``, others unchanged."""
+    return {n: _from_u(v, lower.get(n, 0.0) if lower else 0.0) if n in positive else v
+            for n, v in values.items()}
+
+
+def chain_to_unconstrained(grads: dict, natural: dict, positive,
+                           lower: dict | None = None) -> dict:
+    """Chain rule: gradients w.r.t. natural values -> w.r.t. unconstrained ones.
+
+    ``grads`` and ``natural`` map names to arrays; ``natural`` holds (at least) the current
+    natural values of the constrained names in ``grads``. A constrained gradient is multiplied
+    by ``softplus_grad(value - lower)``; the others pass unchanged.
+    """
+    return {n: g * _grad_u(natural[n], lower.get(n, 0.0) if lower else 0.0)
+            if n in positive else g for n, g in grads.items()}
+
+
+def _to_u(value, lower: float):
+    return softplus_inverse(value - lower if lower else value)
+
+
+def _from_u(u, lower: float):
+    return lower + softplus(u) if lower else softplus(u)
+
+
+def _grad_u(value, lower: float):
+    return softplus_grad(value - lower if lower else value)
 
 
 class Parameterised:
@@ -116,15 +175,13 @@ class Parameterised:
 
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form: softplus-inverse for positive ones, else as is."""
-        return {n: softplus_inverse(v) if n in self._positive else v
-                for n, v in self.parameters().items()}
+        return to_unconstrained(self.parameters(), self._positive)
 
     def set_unconstrained(self, values: dict) -> None:
         """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
-        self.set_parameters({n: softplus(v) if n in self._positive else v
-                             for n, v in values.items()})
+        self.set_parameters(from_unconstrained(values, self._positive))
 
     def grad_to_unconstrained(self, grads: dict) -> dict:
         """Chain rule: gradients w.r.t. natural parameters -> w.r.t. unconstrained ones."""
-        return {n: g * softplus_grad(getattr(self, n)) if n in self._positive else g
-                for n, g in grads.items()}
+        natural = {n: getattr(self, n) for n in grads if n in self._positive}
+        return chain_to_unconstrained(grads, natural, self._positive)

@@ -305,3 +305,22 @@ def test_log_density_matches_scipy():
                                np.log(np.where(yb == 1, sp.expit(f), sp.expit(-f))), rtol=1e-13)
     np.testing.assert_allclose(Bernoulli().log_density(yb, f),
                                np.log(np.where(yb == 1, sp.ndtr(f), sp.ndtr(-f))), rtol=1e-13)
+
+
+def test_public_variational_expectations_written_once():
+    """Every likelihood keeps the base class's public variational-expectation methods and
+    specialises only the hidden hook ``_variational_expectations``."""
+    import inspect
+
+    import gpnum.likelihoods as L
+
+    classes = [c for _, c in inspect.getmembers(L, inspect.isclass)
+               if issubclass(c, L.Likelihood) and c is not L.Likelihood]
+    assert len(classes) >= 10
+    for cls in classes:
+        for name in ("variational_expectations", "variational_expectations_and_grad"):
+            assert getattr(cls, name) is getattr(L.Likelihood, name), (cls.__name__, name)
+    closed = [c for c in classes
+              if c._variational_expectations is not L.Likelihood._variational_expectations]
+    assert {"Gaussian", "Poisson", "Exponential", "Gamma", "Laplace"} <= {
+        c.__name__ for c in closed}

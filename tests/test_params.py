@@ -3,7 +3,15 @@ import pytest
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
-from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
+from gpnum.params import (
+    Parameterised,
+    chain_to_unconstrained,
+    from_unconstrained,
+    softplus,
+    softplus_grad,
+    softplus_inverse,
+    to_unconstrained,
+)
 from gradcheck import check_grad
 
 
@@ -36,6 +44,43 @@ def test_softplus_grad_matches_finite_differences():
     g = softplus_grad(softplus(u0))
     for i in range(3):
         check_grad(lambda u: softplus(u)[i], u0, np.eye(3)[i] * g)
+
+
+def test_dictionary_transform_with_bounds(xp, to_xp, dtype):
+    """``to_unconstrained`` / ``from_unconstrained`` invert each other, apply ``lower +
+    log(1 + exp(u))`` (NumPy reference) to the constrained names only, and leave the rest as is."""
+    natural = {"a": np.array([0.3, 4.0]), "nu": np.array(5.5), "free": np.array([-1.0, 2.0])}
+    positive, lower = ("a", "nu"), {"nu": 2.0}
+    u = to_unconstrained({n: to_xp(v) for n, v in natural.items()}, positive, lower)
+    np.testing.assert_array_equal(B.to_numpy(u["free"]), natural["free"])
+    u_np = {n: B.to_numpy(v).astype(np.float64) for n, v in u.items()}
+    ref = {"a": np.log1p(np.exp(u_np["a"])), "nu": 2.0 + np.log1p(np.exp(u_np["nu"]))}
+    tol = 1e-5 if dtype == xp.float32 else 1e-12
+    for n in ref:
+        np.testing.assert_allclose(ref[n], natural[n], rtol=tol)
+    back = from_unconstrained(u, positive, lower)
+    for n, v in natural.items():
+        np.testing.assert_allclose(B.to_numpy(back[n]), v, rtol=tol)
+
+
+def test_dictionary_chain_rule_matches_finite_differences():
+    """``chain_to_unconstrained`` of the gradient of ``f(natural) = sum(c * natural)`` against
+    central differences of ``f(from_unconstrained(u))``, with and without a lower bound."""
+    positive, lower = ("a", "nu"), {"nu": 2.0}
+    c = {"a": np.array([0.7, -1.3]), "nu": np.array(2.1), "free": np.array([0.4, 0.9])}
+    natural = {"a": np.array([0.3, 4.0]), "nu": np.array(5.5), "free": np.array([-1.0, 2.0])}
+    u0 = to_unconstrained(natural, positive, lower)
+    g = chain_to_unconstrained(c, natural, positive, lower)
+    sizes = [np.size(u0[n]) for n in c]
+
+    def f(flat):
+        parts = np.split(flat, np.cumsum(sizes)[:-1])
+        u = {n: p.reshape(np.shape(u0[n])) for n, p in zip(c, parts, strict=True)}
+        nat = from_unconstrained(u, positive, lower)
+        return sum(float(np.sum(c[n] * nat[n])) for n in c)
+
+    check_grad(f, np.concatenate([np.ravel(u0[n]) for n in c]),
+               np.concatenate([np.ravel(g[n]) for n in c]))
 
 
 def test_parameterised_conversion_and_validation(xp, dtype, device, to_xp):

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array, namespace, to_numpy
-from gpnum.errors import ShapeError, check_finite, describe_shape
-from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
+from gpnum.errors import ShapeError, check_finite, check_points_shape, describe_shape
+from gpnum.params import (
+    Parameterised,
+    chain_to_unconstrained,
+    from_unconstrained,
+    to_unconstrained,
+)
 
 __all__ = ["Kernel"]
 
@@ -98,12 +103,7 @@ class Kernel(Parameterised):
                             f"{type(X).__name__}")
         ref = self._reference()
         get_namespace(X, ref)  # raises a clear TypeError when libraries are mixed
-        if X.ndim != 2:
-            raise ShapeError(f"{name}: expected a 2-D array of shape (n, d), got shape "
-                             f"{describe_shape(X.shape)}")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ShapeError(f"{name}: expected at least one row and one column, got shape "
-                             f"{describe_shape(X.shape)}")
+        check_points_shape(X, name)
         if X.dtype != self.dtype:
             raise TypeError(f"{name}: expected dtype {self.dtype} (the kernel's), got {X.dtype}; "
                             "construct the kernel with dtype=X.dtype or convert X")
@@ -331,13 +331,11 @@ class Kernel(Parameterised):
 
     def _natural(self, values: dict) -> dict:
         """Unconstrained values -> natural ones (softplus of the positive parameters)."""
-        values = self._as_arrays(values)
-        return {n: softplus(v) if n in self._positive else v for n, v in values.items()}
+        return from_unconstrained(self._as_arrays(values), self._positive)
 
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form: the softplus inverse of the positive ones."""
-        return self._as_arrays({n: softplus_inverse(v) if n in self._positive else v
-                                for n, v in self.parameters().items()})
+        return self._as_arrays(to_unconstrained(self.parameters(), self._positive))
 
     def set_unconstrained(self, values: dict) -> None:
         """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
@@ -350,8 +348,7 @@ class Kernel(Parameterised):
             raise KeyError(f"unknown parameter(s) {sorted(unknown)}; this kernel has "
                            f"{list(self._param_names)}")
         grads = self._as_arrays(grads)
-        return self._as_arrays({n: g * softplus_grad(getattr(self, n)) if n in self._positive
-                                else g for n, g in grads.items()})
+        return self._as_arrays(chain_to_unconstrained(grads, self.parameters(), self._positive))
 
     def _leaves(self) -> list:
         return [self]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpnum.backend import device_of
 from gpnum.kernels._base import Kernel
-from gpnum.params import softplus, softplus_grad, softplus_inverse
+from gpnum.params import chain_to_unconstrained, from_unconstrained, to_unconstrained
 
 __all__ = ["ParentKernel", "check_children"]
 
@@ -88,10 +88,13 @@ class ParentKernel(Kernel):
             out.update({f"{prefix}.{n}": v for n, v in d.items()})
         return out
 
+    def _own_values(self) -> dict:
+        """This kernel's own natural-form parameters (not the children's)."""
+        return {n: getattr(self, n) for n in self._param_names}
+
     def parameters(self) -> dict:
         """Own natural-form parameters and the children's as ``{"prefix.name": array}``."""
-        own = {n: getattr(self, n) for n in self._param_names}
-        return self._join(own, [k.parameters() for _, k in self._children()])
+        return self._join(self._own_values(), [k.parameters() for _, k in self._children()])
 
     def _prepare(self, values: dict) -> list:
         own, parts = self._split(values)
@@ -112,13 +115,12 @@ class ParentKernel(Kernel):
     def _natural(self, values: dict) -> dict:
         own, parts = self._split(values)
         own = self._as_arrays(own)
-        own = {n: softplus(v) if n in self._positive else v for n, v in own.items()}
+        own = from_unconstrained(own, self._positive)
         return self._join(own, [k._natural(p) for (_, k), p in zip(self._children(), parts)])
 
     def unconstrained(self) -> dict:
         """Own and the children's parameters in unconstrained form."""
-        own = self._as_arrays({n: softplus_inverse(getattr(self, n)) if n in self._positive
-                               else getattr(self, n) for n in self._param_names})
+        own = self._as_arrays(to_unconstrained(self._own_values(), self._positive))
         return self._join(own, [k.unconstrained() for _, k in self._children()])
 
     def set_unconstrained(self, values: dict) -> None:
@@ -129,8 +131,7 @@ class ParentKernel(Kernel):
         """Chain rule from natural to unconstrained gradients, own and the children's."""
         own, parts = self._split(grads)
         own = self._as_arrays(own)
-        own = self._as_arrays({n: g * softplus_grad(getattr(self, n)) if n in self._positive
-                               else g for n, g in own.items()})
+        own = self._as_arrays(chain_to_unconstrained(own, self._own_values(), self._positive))
         return self._join(own, [k.grad_to_unconstrained(p)
                                 for (_, k), p in zip(self._children(), parts)])
 

@@ -18,7 +18,10 @@ class Likelihood(Parameterised):
     Subclasses that use Gauss-Hermite quadrature on one latent implement
     ``_log_density_and_grads(y, f, params, want_grad)``; the base class turns it into
     variational expectations, their gradients and predictive densities. Models with a closed
-    form or several latents override the public methods instead.
+    form or several latents override the one hidden hook
+    ``_variational_expectations(xp, y, mu, var, want_grad)`` (as GPflow's likelihoods do) and
+    keep the public :meth:`variational_expectations` and
+    :meth:`variational_expectations_and_grad`, which validate the inputs and call it.
 
     Every public method validates its inputs: shapes and dtypes on the host for free; values
     (finite ``mu``, ``var > 0``, valid targets) with one reduction and one device
@@ -213,13 +216,16 @@ class Likelihood(Parameterised):
         return tuple(xp.concat([o[k] for o in outs], axis=0) for k in range(len(outs[0])))
 
     def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E_{N(f; mu, var)}[log p(y | f)]`` by Gauss-Hermite quadrature.
+        """Per-point ``E_{N(f; mu, var)}[log p(y | f)]``.
+
+        By Gauss-Hermite quadrature unless the likelihood has a closed form (see its class
+        notes and :meth:`_variational_expectations`).
 
         Parameters
         ----------
         y : array (n,)
             Targets.
-        mu, var : arrays (n,)
+        mu, var : arrays (n,), or (n, num_latent) for several latents
             Mean and variance (> 0) of the Gaussian marginal of ``f`` at each point.
         check : bool, default True
             Validate values (one device synchronisation).
@@ -229,31 +235,46 @@ class Likelihood(Parameterised):
         array (n,)
         """
         xp, yf = self._validate(y, mu, var, check)
-        params = self._params_like(mu)
-
-        def block(yb, mb, vb):
-            f, t, w, logw, sd = self._nodes(mb, vb)
-            return (self._log_density_and_grads(yb[:, None], f, params, False)[0] @ w,)
-
-        return self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)[0]
+        return self._variational_expectations(xp, yf, mu, var, False)
 
     def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Variational expectations and their gradients, from the differentiated rule.
+        """Variational expectations and their gradients.
 
-        With ``x_i = mu + sqrt(2 var) t_i`` and ``ve = sum_i w_i log p(y | x_i)``:
-        ``d ve / d mu = sum_i w_i g'(x_i)``, ``d ve / d var = sum_i w_i g'(x_i) t_i / sqrt(2 var)``
-        (design.md 4.4), so values and gradients agree to round-off for any ``q``.
+        Takes the arguments of :meth:`variational_expectations`. The gradients are those of
+        the computed values themselves (the differentiated quadrature rule, or the closed
+        form), so values and gradients agree to round-off.
 
         Returns
         -------
         ve : array (n,)
         grads : dict
-            ``"mu"`` (n,) and ``"var"`` (n,): per-point partial derivatives of ``ve``;
-            ``"params"``: ``{name: gradient of sum(ve) w.r.t. that natural parameter}``, each
-            shaped like the parameter.
+            ``"mu"`` and ``"var"``, shaped like ``mu``: per-point partial derivatives of
+            ``ve``; ``"params"``: ``{name: gradient of sum(ve) w.r.t. that natural
+            parameter}``, each shaped like the parameter.
         """
         xp, yf = self._validate(y, mu, var, check)
+        return self._variational_expectations(xp, yf, mu, var, True)
+
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """The hook behind both public variational-expectation methods.
+
+        Receives validated inputs (``y`` already in ``mu``'s dtype) and returns ``ve`` (n,),
+        or with ``want_grad`` the pair ``(ve, grads)`` described in
+        :meth:`variational_expectations_and_grad`. This default is the differentiated
+        Gauss-Hermite rule: with ``x_i = mu + sqrt(2 var) t_i`` and
+        ``ve = sum_i w_i log p(y | x_i)``, ``d ve / d mu = sum_i w_i g'(x_i)`` and
+        ``d ve / d var = sum_i w_i g'(x_i) t_i / sqrt(2 var)`` (docs/likelihoods.md,
+        "Gauss-Hermite quadrature, differentiated exactly"), so values and gradients agree to
+        round-off for any ``q``. Likelihoods with a closed form override it.
+        """
         params = self._params_like(mu)
+        if not want_grad:
+            def value_block(yb, mb, vb):
+                f, t, w, logw, sd = self._nodes(mb, vb)
+                return (self._log_density_and_grads(yb[:, None], f, params, False)[0] @ w,)
+
+            return self._map_blocks(value_block, (y, mu, var), self.num_gauss_hermite)[0]
+
         names = tuple(self._param_names)
 
         def block(yb, mb, vb):
@@ -264,7 +285,7 @@ class Likelihood(Parameterised):
                          for k in names)
             return (logp @ w, dfdx @ w, ((dfdx * t) @ w) / sd) + sums
 
-        out = self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)
+        out = self._map_blocks(block, (y, mu, var), self.num_gauss_hermite)
         g_params = {k: xp.reshape(xp.sum(s), tuple(getattr(self, k).shape))
                     for k, s in zip(names, out[3:])}
         return out[0], {"mu": out[1], "var": out[2], "params": g_params}

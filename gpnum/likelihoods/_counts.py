@@ -66,21 +66,14 @@ class Poisson(_CountTargets, Likelihood):
             return logp, None, None
         return logp, y - rate, {}
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)]`` (n,) in closed form: ``y mu - exp(mu + var/2) - log y!``."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,) and their gradients ``"mu"``, ``"var"`` (n,)."""
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form: ``ve = y mu - exp(mu + var/2) - log y!``, with gradients
+        ``"mu"`` ``y - exp(mu + var/2)`` and ``"var"`` ``-exp(mu + var/2)/2`` (n,)."""
         mean_rate = xp.exp(mu + 0.5 * var)
-        ve = yf * mu - mean_rate - lgamma(yf + 1.0)
+        ve = y * mu - mean_rate - lgamma(y + 1.0)
         if not want_grad:
             return ve
-        return ve, {"mu": yf - mean_rate, "var": -0.5 * mean_rate, "params": {}}
+        return ve, {"mu": y - mean_rate, "var": -0.5 * mean_rate, "params": {}}
 
     def predict_mean_and_var(self, mu, var, *, check=True):
         """Mean ``exp(mu + var/2)`` and variance ``mean + (exp(var) - 1) mean^2`` of ``y``, (n,)."""

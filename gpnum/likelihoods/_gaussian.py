@@ -44,22 +44,12 @@ class Gaussian(Likelihood):
             return logp, None, None
         return logp, r / s2, {"variance": -0.5 / s2 + 0.5 * (r * r) / (s2 * s2)}
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E_{N(f; mu, var)}[log N(y; f, variance)]`` (n,), in closed form."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,) and gradients.
-
-        ``d/dmu = (y - mu)/s2``, ``d/dvar = -1/(2 s2)``, and
-        ``d sum / d s2 = sum(-1/(2 s2) + ((y - mu)^2 + var)/(2 s2^2))``.
-        """
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form: ``ve = -log(2 pi s2)/2 - ((y - mu)^2 + var)/(2 s2)``, with
+        ``d/dmu = (y - mu)/s2``, ``d/dvar = -1/(2 s2)`` and
+        ``d sum / d s2 = sum(-1/(2 s2) + ((y - mu)^2 + var)/(2 s2^2))``."""
         s2 = self._params_like(mu)["variance"]
-        r = yf - mu
+        r = y - mu
         sq = r * r + var
         ve = -0.5 * (_LOG_2PI + xp.log(s2)) - 0.5 * sq / s2
         if not want_grad:

@@ -50,17 +50,10 @@ class HeteroscedasticGaussian(Likelihood):
         r = yf - f[:, 0]
         return -0.5 * (_LOG_2PI + f[:, 1]) - 0.5 * r * r * xp.exp(-f[:, 1])
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f, g)]`` (n,) for ``mu``, ``var`` (n, 2), closed form."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,) and gradients ``"mu"``, ``"var"`` (n, 2)."""
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
-        r = yf - mu[:, 0]
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form of ``E[log p(y | f, g)]`` (n,) for ``mu``, ``var`` (n, 2), with
+        gradients ``"mu"``, ``"var"`` (n, 2)."""
+        r = y - mu[:, 0]
         Q = r * r + var[:, 0]
         E = xp.exp(0.5 * var[:, 1] - mu[:, 1])
         QE = Q * E

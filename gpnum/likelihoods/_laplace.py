@@ -60,19 +60,11 @@ class Laplace(Likelihood):
         odd = ndtr(z) - ndtr(-z)
         return r * odd + 2.0 * s * pdf, odd, pdf / s
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)] = -log(2 b) - E|y - f| / b`` (n,), closed form."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,), gradients ``"mu"``, ``"var"`` (n,) and
-        ``"params": {"scale": ()}``."""
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form: ``ve = -log(2 b) - E|y - f| / b`` (n,), with gradients ``"mu"``,
+        ``"var"`` (n,) and ``"params": {"scale": ()}``."""
         b = self._params_like(mu)["scale"]
-        M, dM_dr, dM_dvar = self._folded(yf, mu, var)
+        M, dM_dr, dM_dvar = self._folded(y, mu, var)
         ve = -_LOG_2 - xp.log(b) - M / b
         if not want_grad:
             return ve

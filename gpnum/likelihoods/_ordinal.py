@@ -168,21 +168,16 @@ class Ordinal(Likelihood):
         yf = y if y.dtype == f.dtype else xp.astype(y, f.dtype)
         return self._log_prob(yf, f[:, None], False)[0][:, 0]
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)]`` (n,) by Gauss-Hermite quadrature."""
-        xp, yf = self._validate(y, mu, var, check)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Per-point ``E[log p(y | f)]`` (n,) by Gauss-Hermite quadrature; with ``want_grad``,
+        gradients ``"mu"``, ``"var"`` (n,) from the differentiated rule and ``"params"`` for
+        ``first_edge`` (), ``edge_gaps`` (K - 2,) and ``scale`` () (of the sum over points)."""
+        if not want_grad:
+            def value_block(yb, mb, vb):
+                f, t, w, logw, sd = self._nodes(mb, vb)
+                return (self._log_prob(yb, f, False)[0] @ w,)
 
-        def block(yb, mb, vb):
-            f, t, w, logw, sd = self._nodes(mb, vb)
-            return (self._log_prob(yb, f, False)[0] @ w,)
-
-        return self._map_blocks(block, (yf, mu, var), self.num_gauss_hermite)[0]
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Variational expectations (n,) and gradients: ``"mu"``, ``"var"`` (n,) from the
-        differentiated rule, ``"params"`` for ``first_edge`` (), ``edge_gaps`` (K - 2,) and
-        ``scale`` () (of the sum over points)."""
-        xp, yf = self._validate(y, mu, var, check)
+            return self._map_blocks(value_block, (y, mu, var), self.num_gauss_hermite)[0]
 
         def block(yb, mb, vb):
             f, t, w, logw, sd = self._nodes(mb, vb)
@@ -193,7 +188,7 @@ class Ordinal(Likelihood):
                     xp.reshape(xp.sum(d_sigma @ w), (1,)), g_edges[None, :])
 
         ve, g_mu, g_var, g_sigma, g_edges = self._map_blocks(
-            block, (yf, mu, var), self.num_gauss_hermite)
+            block, (y, mu, var), self.num_gauss_hermite)
         g_edges = xp.sum(g_edges, axis=0)
         gaps = self._params_like(mu)["edge_gaps"]
         params = {"first_edge": xp.reshape(xp.sum(g_edges), tuple(self.first_edge.shape)),

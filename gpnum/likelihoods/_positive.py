@@ -49,17 +49,10 @@ class Exponential(_PositiveTargets, Likelihood):
         logp = -f - t
         return (logp, None, None) if not want_grad else (logp, t - 1.0, {})
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)] = -mu - y exp(-mu + var/2)`` (n,), closed form."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,) and gradients ``"mu"``, ``"var"`` (n,)."""
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
-        t = yf * xp.exp(0.5 * var - mu)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form: ``ve = -mu - y exp(-mu + var/2)`` (n,), with gradients ``"mu"``,
+        ``"var"`` (n,)."""
+        t = y * xp.exp(0.5 * var - mu)
         ve = -mu - t
         return ve if not want_grad else (ve, {"mu": t - 1.0, "var": -0.5 * t, "params": {}})
 
@@ -110,20 +103,12 @@ class Gamma(_PositiveTargets, Likelihood):
         d_k = xp.log(k) + 1.0 - digamma(k) - f + logy - t
         return logp, k * (t - 1.0), {"shape": d_k}
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)]`` (n,), closed form (see the class notes)."""
-        return self._ve(y, mu, var, check, False)
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Closed-form variational expectations (n,), gradients ``"mu"``, ``"var"`` (n,) and
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Closed form (see the class notes) (n,), with gradients ``"mu"``, ``"var"`` (n,) and
         ``"params": {"shape": ()}``."""
-        return self._ve(y, mu, var, check, True)
-
-    def _ve(self, y, mu, var, check, want_grad):
-        xp, yf = self._validate(y, mu, var, check)
         k = self._params_like(mu)["shape"]
-        t = yf * xp.exp(0.5 * var - mu)
-        logy = xp.log(yf)
+        t = y * xp.exp(0.5 * var - mu)
+        logy = xp.log(y)
         logk = xp.log(k)
         ve = k * logk - lgamma(k) - k * mu + (k - 1.0) * logy - k * t
         if not want_grad:

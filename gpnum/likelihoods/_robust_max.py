@@ -160,17 +160,14 @@ class RobustMax(Likelihood):
         hit = xp.full_like(yf, self._log_hit)
         return xp.where(best == yf, hit, xp.full_like(yf, self._log_miss))
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)]`` (n,) for labels ``y`` (n,), ``mu``, ``var`` (n, C)."""
-        xp, yf = self._validate(y, mu, var, check)
-        s = self._prob_largest(self._onehot(xp, yf), mu, var, False)[0]
-        return self._log_miss + (self._log_hit - self._log_miss) * s
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Variational expectations (n,) and gradients ``"mu"``, ``"var"`` (n, C) from the
-        differentiated rule; ``"params"`` is empty (``epsilon`` is fixed)."""
-        xp, yf = self._validate(y, mu, var, check)
-        s, d_mu, d_var = self._prob_largest(self._onehot(xp, yf), mu, var, True)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Per-point ``E[log p(y | f)]`` (n,) for labels ``y`` (n,), ``mu``, ``var`` (n, C);
+        with ``want_grad``, gradients ``"mu"``, ``"var"`` (n, C) from the differentiated rule
+        (``"params"`` is empty: ``epsilon`` is fixed)."""
+        if not want_grad:
+            s = self._prob_largest(self._onehot(xp, y), mu, var, False)[0]
+            return self._log_miss + (self._log_hit - self._log_miss) * s
+        s, d_mu, d_var = self._prob_largest(self._onehot(xp, y), mu, var, True)
         gap = self._log_hit - self._log_miss
         return self._log_miss + gap * s, {"mu": gap * d_mu, "var": gap * d_var, "params": {}}
 

@@ -129,21 +129,17 @@ class Softmax(Likelihood):
         yf = y if y.dtype == f.dtype else xp.astype(y, f.dtype)
         return xp.sum(self._onehot(xp, yf) * f, axis=1) - logsumexp(f, axis=1)
 
-    def variational_expectations(self, y, mu, var, *, check=True):
-        """Per-point ``E[log p(y | f)]`` (n,) for labels ``y`` (n,), ``mu``, ``var`` (n, K)."""
-        xp, yf = self._validate(y, mu, var, check)
+    def _variational_expectations(self, xp, y, mu, var, want_grad):
+        """Per-point ``E[log p(y | f)]`` (n,) for labels ``y`` (n,), ``mu``, ``var`` (n, K) by
+        the cubature; with ``want_grad``, gradients ``"mu"``, ``"var"`` (n, K) of the same
+        cubature (``"params"`` is empty)."""
+        if not want_grad:
+            def value_block(yb, mb, vb):
+                f, _, _ = self._latent_draws(mb, vb)
+                return (xp.sum(self._onehot(xp, yb) * mb, axis=1)
+                        - xp.mean(logsumexp(f, axis=2), axis=1),)
 
-        def block(yb, mb, vb):
-            f, _, _ = self._latent_draws(mb, vb)
-            return (xp.sum(self._onehot(xp, yb) * mb, axis=1) - xp.mean(logsumexp(f, axis=2),
-                                                                       axis=1),)
-
-        return self._map(block, (yf, mu, var))[0]
-
-    def variational_expectations_and_grad(self, y, mu, var, *, check=True):
-        """Variational expectations (n,) and gradients ``"mu"``, ``"var"`` (n, K) of the same
-        cubature; ``"params"`` is empty."""
-        xp, yf = self._validate(y, mu, var, check)
+            return self._map(value_block, (y, mu, var))[0]
 
         def block(yb, mb, vb):
             f, eps, sd = self._latent_draws(mb, vb)
@@ -155,7 +151,7 @@ class Softmax(Likelihood):
             g_var = -xp.mean(p * eps[None, :, :], axis=1) / (2.0 * sd)
             return ve, g_mu, g_var
 
-        ve, g_mu, g_var = self._map(block, (yf, mu, var))
+        ve, g_mu, g_var = self._map(block, (y, mu, var))
         return ve, {"mu": g_mu, "var": g_var, "params": {}}
 
     def predictive_log_density(self, y, mu, var, *, check=True):

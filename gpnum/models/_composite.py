@@ -13,10 +13,21 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import asarray, blas_pool, device_of, get_namespace, is_array
-from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
+from gpnum.errors import (
+    NotPSDError,
+    ShapeError,
+    check_finite,
+    check_points_shape,
+    describe_shape,
+)
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
-from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
+from gpnum.params import (
+    Parameterised,
+    chain_to_unconstrained,
+    from_unconstrained,
+    to_unconstrained,
+)
 
 __all__ = ["ComposedParameters", "FullBatchGaussianModel"]
 
@@ -191,10 +202,18 @@ class ComposedParameters(Parameterised):
         own, parts = self._split(values)
         self._assign(own, parts, "set_parameters")
 
+    #: Lower bounds of the transformed own parameters whose bound is not 0 (for
+    #: :func:`gpnum.params.to_unconstrained`); empty: every transformed parameter is > 0.
+    _lower: dict = {}
+
+    def _constrained(self) -> tuple:
+        """Own parameters stored through the softplus transform (hook; ``_positive`` here)."""
+        return tuple(self._positive)
+
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form, keyed like :meth:`parameters`."""
-        out = {n: softplus_inverse(v) if n in self._positive else v
-               for n, v in ((n, getattr(self, n)) for n in self._own_names())}
+        out = to_unconstrained({n: getattr(self, n) for n in self._own_names()},
+                               self._constrained(), self._lower)
         for comp in self._components:
             out.update({f"{comp}.{k}": v
                         for k, v in getattr(self, comp).unconstrained().items()})
@@ -203,14 +222,15 @@ class ComposedParameters(Parameterised):
     def set_unconstrained(self, values: dict) -> None:
         """Assign parameters from their unconstrained form (inverse of :meth:`unconstrained`)."""
         own, parts = self._split(values)
-        natural = {n: softplus(v) if n in self._positive else v for n, v in own.items()}
+        natural = from_unconstrained(own, self._constrained(), self._lower)
         self._assign(natural, parts, "set_unconstrained")
 
     def grad_to_unconstrained(self, grads: dict) -> dict:
         """Chain rule: gradients w.r.t. the natural parameters -> w.r.t. the unconstrained ones."""
         own, parts = self._split(grads)
-        out = {n: g * softplus_grad(getattr(self, n)) if n in self._positive else g
-               for n, g in own.items()}
+        constrained = self._constrained()
+        natural = {n: getattr(self, n) for n in own if n in constrained}
+        out = chain_to_unconstrained(own, natural, constrained, self._lower)
         for comp, sub in parts.items():
             if sub:
                 out.update({f"{comp}.{k}": v
@@ -257,12 +277,7 @@ class FullBatchGaussianModel(ComposedParameters):
             get_namespace(ref, y)  # a clear TypeError when libraries are mixed
         X = asarray(X, dtype=dtype, xp=xp, device=device)
         y = asarray(y, dtype=dtype, xp=xp, device=device)
-        if X.ndim != 2:
-            raise ShapeError(f"X: expected a 2-D array of shape (n, d), got shape "
-                             f"{describe_shape(X.shape)}")
-        if X.shape[0] < 1 or X.shape[1] < 1:
-            raise ShapeError(f"X: expected at least one row and one column (n >= 1, d >= 1), "
-                             f"got shape {describe_shape(X.shape)}")
+        check_points_shape(X, "X")
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ShapeError(f"y: expected shape ({X.shape[0]},) to match X, got "
                              f"{describe_shape(y.shape)}")

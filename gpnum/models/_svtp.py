@@ -44,7 +44,6 @@ from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.likelihoods._special import log_gamma_half_ratio_and_grad, logsumexp
-from gpnum.params import softplus, softplus_grad, softplus_inverse
 from gpnum.models._composite import ComposedParameters
 from gpnum.models._student_t_math import (
     chi2_quantile_and_grad, digamma, lgamma, student_t_fisher_solve, trigamma)
@@ -114,6 +113,7 @@ class SVTP(ComposedParameters):
     _param_names = ("q_mu", "q_scale", "q_df", "df", "inducing_points", "mean")
     _positive = ()
     _TWO_OFFSET = ("q_df", "df")  # parameters > 2: unconstrained = softplus^-1(value - 2)
+    _lower = {"q_df": 2.0, "df": 2.0}
     #: Largest ``nu_q`` a natural-gradient step moves to. q is then Gaussian to ~M / max_df (the
     #: ELBO is flat in nu_q well before: bike, 1e3 -> 1e5 changes it by 0.02 nats), and the
     #: Fisher's ``nu`` entry (~ M^2 / nu^4, a sum of terms ~ M / nu^2) is still accurate to
@@ -187,48 +187,11 @@ class SVTP(ComposedParameters):
     #: Minibatch model: ``fit`` samples batches and scales by ``num_data / b``.
     full_batch = False
 
-    def _to_u(self, name, v):
-        if name in self._TWO_OFFSET:
-            return softplus_inverse(v - 2.0)
-        if name == "q_scale" and self.covariance == "diag":
-            return softplus_inverse(v)
-        return v
-
-    def _from_u(self, name, u):
-        if name in self._TWO_OFFSET:
-            return 2.0 + softplus(u)
-        if name == "q_scale" and self.covariance == "diag":
-            return softplus(u)
-        return u
-
-    def unconstrained(self) -> dict:
-        """Parameters in unconstrained form: ``softplus^-1(nu - 2)`` for ``df`` and ``q_df``,
-        ``softplus^-1`` for a diagonal ``q_scale`` and the components' positive parameters."""
-        out = {n: self._to_u(n, getattr(self, n)) for n in self._own_names()}
-        for comp in self._components:
-            out.update({f"{comp}.{k}": v for k, v in getattr(self, comp).unconstrained().items()})
-        return out
-
-    def set_unconstrained(self, values: dict) -> None:
-        own, parts = self._split(values)
-        self._assign({n: self._from_u(n, v) for n, v in own.items()}, parts,
-                     "set_unconstrained")
-
-    def grad_to_unconstrained(self, grads: dict) -> dict:
-        own, parts = self._split(grads)
-        out = {}
-        for n, g in own.items():
-            v = getattr(self, n)
-            if n in self._TWO_OFFSET:
-                g = g * softplus_grad(v - 2.0)
-            elif n == "q_scale" and self.covariance == "diag":
-                g = g * softplus_grad(v)
-            out[n] = g
-        for comp, sub in parts.items():
-            if sub:
-                out.update({f"{comp}.{k}": v
-                            for k, v in getattr(self, comp).grad_to_unconstrained(sub).items()})
-        return out
+    def _constrained(self) -> tuple:
+        """Own parameters stored through the softplus transform: ``df`` and ``q_df`` as
+        ``softplus^-1(nu - 2)`` (bounds in ``_lower``) and a diagonal ``q_scale`` as
+        ``softplus^-1``; the components keep their own transforms."""
+        return self._TWO_OFFSET + (("q_scale",) if self.covariance == "diag" else ())
 
     # ------------------------------------------------------------------ protocol: settings
     def config(self) -> dict:
