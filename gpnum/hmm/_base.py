@@ -28,8 +28,8 @@ import time
 from gpnum.backend import default_rng, device_of, get_namespace
 from gpnum.errors import check_int, check_positive
 from gpnum.hmm._inference import forward_backward, viterbi
-from gpnum.hmm._special import digamma, lgamma
 from gpnum.hmm._subchains import start_range, subchain_posterior
+from gpnum.special import digamma, lgamma
 
 __all__ = ["HMMBase"]
 
