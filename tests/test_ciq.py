@@ -49,7 +49,7 @@ def test_elliptic_functions_against_scipy():
     the quadrature's nodes, for k2 where SciPy's parameter 1 - k2 is still exact enough."""
     from scipy.special import ellipj, ellipk
 
-    from gpnum.ciq import _elliptic_agm
+    from gpnum.linalg._ciq_quadrature import _elliptic_agm
 
     for k2 in (1e-4, 1e-2, 0.3, 0.9, 1.0):
         K_ref = ellipk(1.0 - k2)
@@ -315,7 +315,7 @@ def test_deflation_reused_from_an_earlier_result():
 def test_deflated_matrix_acts_as_the_projected_operator():
     # Any orthonormal W (here not eigenvectors of K): K_d x = (I - W W^T) K x for x orthogonal
     # to W, and K_d W = floor W, checked against the dense products.
-    from gpnum.ciq import _deflated_matrix
+    from gpnum.linalg._ciq_deflation import _deflated_matrix
 
     rng = np.random.default_rng(30)
     A = rng.standard_normal((50, 50))
@@ -387,7 +387,7 @@ def test_deflated_vjp_finite_differences_through_a_held_matrix():
 def test_deferred_solves_match_dense_shifted_solves(deflate):
     """Without a workspace the forward forms x from the Lanczos basis directly and the
     per-shift solves only when asked (a backward pass): both against dense solves."""
-    from gpnum.ciq import _DeferredSolves
+    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
 
     m, k = 200, 16
@@ -417,12 +417,12 @@ def test_deflated_solves_with_a_workspace_match_dense_shifted_solves(monkeypatch
     both against dense solves, with columns of very different norms."""
     import functools
 
-    import gpnum.ciq as ciq
+    import gpnum.linalg._ciq_solves as ciq_solves
     from gpnum.linalg import Workspace, msminres
 
     if fold:
-        monkeypatch.setattr(ciq, "msminres", functools.partial(msminres,
-                                                               max_basis_bytes=3 * 8 * 200 * 40))
+        monkeypatch.setattr(ciq_solves, "msminres", functools.partial(
+            msminres, max_basis_bytes=3 * 8 * 200 * 40))
     m, k = 200, 40
     K = kernel_matrix("matern52", m, 1e4, seed=45)
     Bm = np.random.default_rng(46).standard_normal((m, k)) * np.logspace(-3, 3, k)
@@ -517,7 +517,7 @@ def test_vjp_in_factored_form_matches_the_dense_frechet_derivative(deflate, shar
     # pairs (never the per-shift forward solves), with a workspace (the basis copied out of
     # it) or without. Reference: the Daleckii-Krein formula for d<xbar, K^(-1/2) B>/dK,
     # V (F o V^T xbar B^T V) V^T with F the divided differences of lambda^(-1/2).
-    from gpnum.ciq import _DeferredSolves
+    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
 
     m, k = 60, 5
@@ -567,7 +567,7 @@ def test_vjp_from_both_bases_on_every_backend(to_xp, xp, dtype, deflate, monkeyp
     # workspace's memory and forms the K cotangent from the two bases (and the deflated
     # pairs), never a (q, m, k) array; against the Daleckii-Krein derivative and K^(-1/2) xbar,
     # on every backend.
-    from gpnum.ciq import _DeferredSolves
+    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
 
     used = []
@@ -621,3 +621,13 @@ def test_deflation_warm_start_narrower_than_the_block_on_every_backend(to_xp, xp
     ref = eig_power(K, Bm, -0.5)
     err = np.linalg.norm(B.to_numpy(warm.x) - ref) / np.linalg.norm(ref)
     assert err < 20 * rtol, err
+
+
+def test_gpnum_ciq_names_the_linalg_functions():
+    # gpnum.ciq is kept as a thin re-export of CIQ's home, gpnum.linalg.
+    import gpnum.ciq
+    import gpnum.linalg
+
+    assert set(gpnum.ciq.__all__) <= set(gpnum.linalg.__all__)
+    for name in gpnum.ciq.__all__:
+        assert getattr(gpnum.ciq, name) is getattr(gpnum.linalg, name), name

@@ -173,15 +173,17 @@ def _extended_reference(log_pi, log_A, log_lik):
 
 def _count_scan_calls(monkeypatch):
     """Count calls of the exact scan (the blocked solver's fallback)."""
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _chain, _inference
 
     calls = []
-    scan = _inference._chain_products
+    scan = _chain._chain_products
 
     def counting(*args, **kwargs):
         calls.append(1)
         return scan(*args, **kwargs)
 
+    # the blocked solver's fallback (in _chain) and the short chains' one (in _inference)
+    monkeypatch.setattr(_chain, "_chain_products", counting)
     monkeypatch.setattr(_inference, "_chain_products", counting)
     return calls
 
@@ -207,7 +209,7 @@ def test_blocked_sweeps_until_exact_on_a_sticky_chain(xp, to64, monkeypatch):
     """A sticky chain with weak evidence forgets its start in ~100 steps, more than the
     warm-up (32) and the blocks (64): the guesses fail the exit check, and further sweeps
     (not the scan) must give the exact result."""
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _chain
 
     rng = np.random.default_rng(12)
     T, K = 4000, 3
@@ -218,8 +220,8 @@ def test_blocked_sweeps_until_exact_on_a_sticky_chain(xp, to64, monkeypatch):
     marg, pair, log_z = _extended_reference(log_pi, log_A, log_lik)
     calls = _count_scan_calls(monkeypatch)
     sweeps = []
-    run_blocks = _inference._run_blocks
-    monkeypatch.setattr(_inference, "_run_blocks",
+    run_blocks = _chain._run_blocks
+    monkeypatch.setattr(_chain, "_run_blocks",
                         lambda *a, **k: sweeps.append(1) or run_blocks(*a, **k))
     res = forward_backward(to64(log_pi), to64(log_A), to64(log_lik), method="blocked")
     assert calls == [] and len(sweeps) > 2  # more than one sweep per chain
@@ -290,17 +292,17 @@ def _path_score(log_pi, log_A, log_lik, path):
 
 
 def _count_viterbi_fallbacks(monkeypatch):
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _viterbi
 
     results = []
-    blocked = _inference._viterbi_blocked
+    blocked = _viterbi._viterbi_blocked
 
     def recording(*args, **kwargs):
         out = blocked(*args, **kwargs)
         results.append(out is not None)
         return out
 
-    monkeypatch.setattr(_inference, "_viterbi_blocked", recording)
+    monkeypatch.setattr(_viterbi, "_viterbi_blocked", recording)
     return results
 
 
@@ -309,13 +311,13 @@ def test_blocked_viterbi_against_numpy(xp, dtype, to_xp, tol, T, block, monkeypa
     """Several blocks (with and without a padded last block), batched, different starts per
     chain: the same path as NumPy's textbook Viterbi, and the returned score is the score of
     that path, summed independently."""
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _viterbi
 
     rng = np.random.default_rng(T + 7)
     _, log_A, log_lik = random_hmm(rng, 4, T, batch=(3,), scale=2.0)
     log_pis = np.log(rng.dirichlet(np.ones(4), size=3))
-    out = _inference._viterbi_blocked(xp, to_xp(log_pis), to_xp(log_A), to_xp(log_lik),
-                                      block=block)
+    out = _viterbi._viterbi_blocked(xp, to_xp(log_pis), to_xp(log_A), to_xp(log_lik),
+                                    block=block)
     assert out is not None  # a mixing chain: no fallback
     path, log_prob = (_np(a) for a in out)
     assert path.shape == (3, T) and log_prob.shape == (3,)
@@ -338,7 +340,7 @@ def test_blocked_viterbi_ties_and_forbidden_transitions(xp, to64):
     """Integer-valued scores (all sums exact, so exact ties everywhere) and -inf transitions
     (a cyclic left-to-right chain): the blocked path equals the textbook one, ties broken
     towards the lower state index at every step, in every block."""
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _viterbi
 
     rng = np.random.default_rng(21)
     K, T = 4, 777
@@ -347,8 +349,8 @@ def test_blocked_viterbi_ties_and_forbidden_transitions(xp, to64):
     log_A[np.arange(K), (np.arange(K) + 2) % K] = -np.inf  # forbidden jumps
     log_pi = np.array([0.0, 0.0, -1.0, -np.inf])
     for block in (None, 16, 50):
-        out = _inference._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
-                                          block=block)
+        out = _viterbi._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
+                                        block=block)
         assert out is not None
         for b in range(2):
             ref_path, ref_best = numpy_viterbi(log_pi, log_A, log_lik[b])
@@ -384,7 +386,7 @@ def test_blocked_viterbi_sticky_chain_needs_sweeps(xp, to64, monkeypatch):
     """A sticky chain with weak evidence: survivor paths merge slowly (longer than the
     warm-up and some blocks), so guesses fail and further sweeps (or the scan) must still
     give the textbook path."""
-    from gpnum.hmm import _inference
+    from gpnum.hmm import _viterbi
 
     rng = np.random.default_rng(23)
     T, K = 4000, 3
@@ -393,8 +395,8 @@ def test_blocked_viterbi_sticky_chain_needs_sweeps(xp, to64, monkeypatch):
     log_lik = 0.3 * rng.normal(size=(T, K))
     ref_path, ref_best = numpy_viterbi(log_pi, log_A, log_lik)
     for block in (None, 64):
-        out = _inference._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
-                                          block=block)
+        out = _viterbi._viterbi_blocked(xp, to64(log_pi), to64(log_A), to64(log_lik),
+                                        block=block)
         if out is None:  # handed to the scan: still exact through the public function
             out = viterbi(to64(log_pi), to64(log_A), to64(log_lik), method="scan")
         np.testing.assert_array_equal(_np(out[0]), ref_path)
@@ -417,7 +419,7 @@ def test_viterbi_auto_uses_the_blocked_solver_on_long_chains(xp, to64, monkeypat
 
 def test_tiled_transpose_matches_the_transpose_on_every_backend(xp, dtype, device, to_xp):
     # the blocked Viterbi's lane layout: tiles of 7 over a (23, 17) matrix leave ragged edges
-    from gpnum.hmm._inference import _transpose_tiled
+    from gpnum.hmm._viterbi import _transpose_tiled
 
     M = np.arange(23 * 17, dtype=np.float64).reshape(23, 17)
     out = _transpose_tiled(xp, to_xp(M), tile=7)

@@ -17,7 +17,6 @@ from scipy import special, stats
 from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.hmm import CategoricalHMM, GaussianHMM
-from gpnum.hmm._special import digamma, lgamma, multigammaln
 from test_hmm_reference import brute_force, sample_chain
 
 
@@ -35,17 +34,6 @@ def _sticky_gaussian(rng, T, K=3, D=2, stay=0.95, sep=3.0):
 
 def _best_relabelled_accuracy(path, x, K):
     return max(np.mean(np.asarray(p)[path] == x) for p in itertools.permutations(range(K)))
-
-
-# ---------------------------------------------------------------------- special functions
-def test_special_functions_against_scipy(xp, dtype, to_xp, tol):
-    x = np.concatenate([np.logspace(-3, 3, 40), [0.5, 1.0, 2.5, 7.0, 1e5]])
-    xx = to_xp(x)
-    np.testing.assert_allclose(_np(digamma(xx)), special.digamma(x), rtol=20 * tol, atol=20 * tol)
-    np.testing.assert_allclose(_np(lgamma(xx)), special.gammaln(x), rtol=20 * tol, atol=20 * tol)
-    a = to_xp(np.array([2.0, 3.7, 50.0]))
-    np.testing.assert_allclose(_np(multigammaln(a, 3)), special.multigammaln([2.0, 3.7, 50.0], 3),
-                               rtol=20 * tol)
 
 
 # ------------------------------------------------------------------ ELBO is non-decreasing

@@ -15,7 +15,7 @@ import sys
 
 import gpnum
 
-ORDER = [("errors",), ("backend",), ("params",), ("datasets",), ("linalg",), ("ciq",),
+ORDER = [("errors",), ("backend",), ("params",), ("special",), ("datasets",), ("linalg",), ("ciq",),
          ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("models", "variational"),
          ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("sklearn",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}

@@ -22,8 +22,7 @@ import traceback
 import warnings
 
 from gpnum import backend as B
-from gpnum import ciq
-from gpnum.linalg import _operators
+from gpnum.linalg import _ciq_solves, _operators
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _svgp_step import best, ciq_training_step  # noqa: E402
@@ -40,7 +39,7 @@ PHASES = (("_top_eigenpairs", "eigenpair searches (deflation, preconditioner)"),
 columns = collections.Counter()
 plain_matmat = _operators.Dense._matmat
 plain_param_vjp = _operators.Dense._param_vjp
-plain_factors = ciq._DeferredSolves.factors_against
+plain_factors = _ciq_solves._DeferredSolves.factors_against
 cotangent = {}  # the shapes of the products that form the cotangent of K_ZZ in this step
 
 
@@ -69,18 +68,18 @@ for _ in range(3):  # past the first steps' larger solves
     step()
 _operators.Dense._matmat = counting_matmat
 _operators.Dense._param_vjp = recording_param_vjp
-ciq._DeferredSolves.factors_against = recording_factors
+_ciq_solves._DeferredSolves.factors_against = recording_factors
 step()
 _operators.Dense._matmat = plain_matmat
 _operators.Dense._param_vjp = plain_param_vjp
-ciq._DeferredSolves.factors_against = plain_factors
+_ciq_solves._DeferredSolves.factors_against = plain_factors
 
 
 K = model._kzz()[0]
 R = rng.standard_normal((m, 256))
 # The cotangent of K_ZZ as the step forms it: (m, w) x (w, m), w = 15 * 256 from the per-shift
 # solves, or k c + r from a short forward basis and the deflated pairs, after an
-# (m, k b) x (k b, r) product from the backward's basis (gpnum.ciq._DeferredSolves.factors_against).
+# (m, k b) x (k b, r) product from the backward's basis (_ciq_solves._DeferredSolves.factors_against).
 U = rng.standard_normal((m, cotangent["UV"]))
 cot_text = f"(m, {U.shape[1]}) x ({U.shape[1]}, m)"
 if "UD" in cotangent:

@@ -15,7 +15,10 @@ import time
 import warnings
 
 import gpnum
-import gpnum.ciq as ciq
+import gpnum.linalg._ciq as ciq
+import gpnum.linalg._ciq_backward as ciq_backward
+import gpnum.linalg._ciq_deflation as ciq_deflation
+import gpnum.linalg._ciq_solves as ciq_solves
 import gpnum.linalg._deflation as deflation
 import gpnum.models._distributions as distributions
 import gpnum.models._whitening as whitening
@@ -56,9 +59,9 @@ def keep_msminres(res):
 
 timed(ciq, "_resolve_bounds", "Lanczos eigenvalue bounds")
 timed(ciq, "_find_deflation", "deflation search (CIQ forward)")
-timed(ciq, "_deflated_matrix", "deflated matrix")
-timed(ciq, "msminres", "msMINRES (forward and backward)", keep_msminres)
-timed(ciq, "_inv_sqrt_backward", "CIQ backward (msMINRES, cotangent)")
+timed(ciq_deflation, "_deflated_matrix", "deflated matrix")
+timed(ciq_solves, "msminres", "msMINRES (forward and backward)", keep_msminres)
+timed(ciq_backward, "_inv_sqrt_backward", "CIQ backward (msMINRES, cotangent)")
 timed(whitening, "inv_sqrt_matmul", "CIQ forward (search, msMINRES)", keep_ciq)
 timed(deflation, "_orthonormal_basis", "Cholesky QR passes (both searches)")
 timed(deflation, "_orthonormal_factors", "Cholesky QR passes (both searches)")

@@ -10,7 +10,8 @@
 See ``docs/hmm.md``.
 """
 
-from gpnum.hmm._inference import ForwardBackwardResult, forward_backward, viterbi
+from gpnum.hmm._inference import ForwardBackwardResult, forward_backward
 from gpnum.hmm._models import CategoricalHMM, GaussianHMM
+from gpnum.hmm._viterbi import viterbi
 
 __all__ = ["CategoricalHMM", "ForwardBackwardResult", "GaussianHMM", "forward_backward", "viterbi"]

@@ -27,9 +27,10 @@ import time
 
 from gpnum.backend import default_rng, device_of, get_namespace
 from gpnum.errors import check_int, check_positive
-from gpnum.hmm._inference import forward_backward, viterbi
-from gpnum.hmm._special import digamma, lgamma
+from gpnum.hmm._inference import forward_backward
 from gpnum.hmm._subchains import start_range, subchain_posterior
+from gpnum.hmm._viterbi import viterbi
+from gpnum.special import digamma, lgamma
 
 __all__ = ["HMMBase"]
 

@@ -23,7 +23,7 @@ import math
 from gpnum.backend import asarray, default_dtype, device_of, get_namespace, is_array
 from gpnum.errors import ShapeError, check_finite, check_int, check_positive, describe_shape
 from gpnum.hmm._base import HMMBase
-from gpnum.hmm._special import digamma, lgamma, multidigamma, multigammaln
+from gpnum.special import digamma, lgamma, multidigamma, multigammaln
 
 __all__ = ["GaussianHMM", "CategoricalHMM"]
 

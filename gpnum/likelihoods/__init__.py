@@ -28,7 +28,7 @@ from gpnum.likelihoods._ordinal import Ordinal
 from gpnum.likelihoods._positive import Exponential, Gamma
 from gpnum.likelihoods._quadrature import gauss_hermite
 from gpnum.likelihoods._robust_max import RobustMax
-from gpnum.likelihoods._special import (
+from gpnum.special import (
     erfcx,
     log_gamma_half_ratio,
     log_gamma_half_ratio_and_grad,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from gpnum.backend import asarray, device_of, get_namespace, is_array, to_numpy
 from gpnum.errors import ShapeError, check_finite, describe_shape
 from gpnum.likelihoods._quadrature import _host_rule, gauss_hermite
-from gpnum.likelihoods._special import logsumexp
 from gpnum.params import Parameterised
+from gpnum.special import logsumexp
 
 __all__ = ["Likelihood"]
 

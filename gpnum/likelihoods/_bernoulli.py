@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpnum.backend import device_of, get_namespace, to_numpy
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import log_ndtr, log_ndtr_and_grad, ndtr
+from gpnum.special import log_ndtr, log_ndtr_and_grad, ndtr
 
 __all__ = ["Bernoulli"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import logsumexp
+from gpnum.special import logsumexp
 
 __all__ = ["HeteroscedasticGaussian"]
 

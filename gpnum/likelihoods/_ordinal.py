@@ -6,8 +6,8 @@ import math
 
 from gpnum.backend import asarray, device_of, get_namespace, to_numpy
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import log_ndtr
 from gpnum.likelihoods._targets import labels_bad, labels_ok
+from gpnum.special import log_ndtr
 
 __all__ = ["Ordinal"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpnum.backend import get_namespace
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import digamma, lgamma
 from gpnum.likelihoods._targets import describe_bad
+from gpnum.special import digamma, lgamma
 
 __all__ = ["Exponential", "Gamma"]
 

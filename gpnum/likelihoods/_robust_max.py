@@ -6,8 +6,8 @@ import math
 
 from gpnum.backend import device_of, get_namespace, to_numpy
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import log_ndtr, log_ndtr_and_grad
 from gpnum.likelihoods._targets import labels_ok
+from gpnum.special import log_ndtr, log_ndtr_and_grad
 
 __all__ = ["RobustMax"]
 

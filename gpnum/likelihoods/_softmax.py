@@ -6,8 +6,8 @@ import math
 
 from gpnum.backend import asarray, device_of, get_namespace
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import logsumexp
 from gpnum.likelihoods._targets import describe_bad, labels_bad, labels_ok
+from gpnum.special import logsumexp
 
 __all__ = ["Softmax", "normal_cubature_points"]
 

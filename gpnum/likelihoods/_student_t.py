@@ -6,7 +6,7 @@ import math
 
 from gpnum.backend import get_namespace
 from gpnum.likelihoods._base import Likelihood
-from gpnum.likelihoods._special import log_gamma_half_ratio_and_grad
+from gpnum.special import log_gamma_half_ratio_and_grad
 
 __all__ = ["StudentT"]
 

@@ -14,26 +14,52 @@ vocabulary (``rtol``, ``atol``, ``maxiter``, ``M``, ``x0``) and return result ob
 - :func:`pivoted_cholesky` and :func:`pivoted_cholesky_preconditioner` (Woodbury);
 - :func:`top_eigenpairs`: leading eigenpairs by randomized subspace iteration (deflation), and
   :class:`SpectralPreconditioner` built from them for PCG.
+- :func:`inv_sqrt_matmul`, :func:`sqrt_matmul` (and their backward passes
+  :func:`inv_sqrt_matmul_vjp`, :func:`sqrt_matmul_vjp`), :func:`sample_mvn`: ``K^{-1/2} B`` and
+  ``K^{1/2} B`` by contour integral quadrature (CIQ, :func:`ciq_quadrature`) and one msMINRES
+  call, with deflation by leading eigenpairs; also importable from :mod:`gpnum.ciq`.
 
 Every function accepts a plain array wherever an operator is expected (wrapped in
 :class:`Dense`).
 """
 
-from gpnum.linalg._bbmm import (PCGLanczosResult, lanczos_quadrature, pcg_lanczos,
-                               preconditioner_probes)
+from gpnum.linalg._bbmm import (
+    PCGLanczosResult,
+    lanczos_quadrature,
+    pcg_lanczos,
+    preconditioner_probes,
+)
+from gpnum.linalg._ciq import inv_sqrt_matmul, sqrt_matmul
+from gpnum.linalg._ciq_backward import inv_sqrt_matmul_vjp, sqrt_matmul_vjp
+from gpnum.linalg._ciq_quadrature import ciq_quadrature
+from gpnum.linalg._ciq_result import CIQResult, SearchStart
+from gpnum.linalg._ciq_sample import sample_mvn
 from gpnum.linalg._deflation import SpectralPreconditioner, default_block_size, top_eigenpairs
 from gpnum.linalg._kernel_matrix import KernelMatrix, block_rows_for_budget
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
-from gpnum.linalg._operators import (AddedDiag, Dense, Diagonal, LinearOperator, LowRank, Scaled,
-                                     Sum, Transposed, aslinearoperator)
+from gpnum.linalg._operators import (
+    AddedDiag,
+    Dense,
+    Diagonal,
+    LinearOperator,
+    LowRank,
+    Scaled,
+    Sum,
+    Transposed,
+    aslinearoperator,
+)
 from gpnum.linalg._pcg import SolveResult, pcg
-from gpnum.linalg._pivoted_cholesky import (WoodburyInverse, pivoted_cholesky,
-                                            pivoted_cholesky_preconditioner)
+from gpnum.linalg._pivoted_cholesky import (
+    WoodburyInverse,
+    pivoted_cholesky,
+    pivoted_cholesky_preconditioner,
+)
 from gpnum.linalg._slq import slq_logdet, slq_logdet_and_grad
 
 __all__ = [
     "AddedDiag",
+    "CIQResult",
     "Dense",
     "Diagonal",
     "KernelMatrix",
@@ -42,6 +68,7 @@ __all__ = [
     "LowRank",
     "MultiShiftResult",
     "PCGLanczosResult",
+    "SearchStart",
     "Scaled",
     "SolveResult",
     "SpectralPreconditioner",
@@ -51,8 +78,11 @@ __all__ = [
     "Workspace",
     "aslinearoperator",
     "block_rows_for_budget",
+    "ciq_quadrature",
     "default_block_size",
     "eigen_bounds",
+    "inv_sqrt_matmul",
+    "inv_sqrt_matmul_vjp",
     "lanczos",
     "lanczos_quadrature",
     "msminres",
@@ -61,7 +91,10 @@ __all__ = [
     "pivoted_cholesky",
     "pivoted_cholesky_preconditioner",
     "preconditioner_probes",
+    "sample_mvn",
     "slq_logdet",
     "slq_logdet_and_grad",
+    "sqrt_matmul",
+    "sqrt_matmul_vjp",
     "top_eigenpairs",
 ]

@@ -1,7 +1,7 @@
 """The Student-t pieces of the sparse variational Student-t process (seed 002).
 
 - :func:`lgamma`, :func:`digamma`, :func:`trigamma`, :func:`trigamma_difference`: re-exported
-  from :mod:`gpnum.likelihoods._special` (the project's one home of them), for the degrees of
+  from :mod:`gpnum.special` (the project's one home of them), for the degrees of
   freedom of the prior and of ``q``.
 - :func:`student_t_fisher` and :func:`student_t_fisher_solve`: the Fisher information of
   ``ST(nu, m, diag(sigma^2))`` (covariance form) in the order ``(m, sigma, nu)``, design notes
@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from gpnum.backend import asarray, get_namespace, is_array
-from gpnum.likelihoods._special import digamma, lgamma, trigamma, trigamma_difference
+from gpnum.special import digamma, lgamma, trigamma, trigamma_difference
 
 __all__ = ["lgamma", "digamma", "trigamma", "trigamma_difference", "student_t_fisher",
            "student_t_fisher_solve", "chi2_quantile_and_grad"]

@@ -1,16 +1,29 @@
-"""Special functions built from array-API primitives, against SciPy (and mpmath if installed)."""
+"""gpnum.special: special functions built from array-API primitives, against SciPy (and mpmath
+if installed); the likelihoods' Gauss-Hermite rule."""
 
 import math
 
 import numpy as np
 import pytest
 import scipy.special as sp
+from gradcheck import check_grad
 
 from gpnum import backend as B
-from gpnum.likelihoods import (erfcx, gauss_hermite, log_gamma_half_ratio,
-                               log_gamma_half_ratio_and_grad, log_ndtr, log_ndtr_and_grad,
-                               logsumexp, ndtr)
-from gradcheck import check_grad
+from gpnum.likelihoods import gauss_hermite
+from gpnum.special import (
+    digamma,
+    erfcx,
+    lgamma,
+    log_gamma_half_ratio,
+    log_gamma_half_ratio_and_grad,
+    log_ndtr,
+    log_ndtr_and_grad,
+    logsumexp,
+    multidigamma,
+    multigammaln,
+    ndtr,
+    trigamma,
+)
 
 
 def _is64(xp, dtype):
@@ -130,3 +143,45 @@ def test_gauss_hermite_integrates_gaussian_moments_exactly(xp, dtype, device, q)
         exact = sum(math.comb(k, j) * mu ** (k - j) * var ** (j // 2)
                     * math.prod(range(1, j, 2)) for j in range(0, k + 1, 2))
         np.testing.assert_allclose(np.sum(w * x**k), exact, rtol=rtol, atol=rtol)
+
+
+# ------------------------------------------- lgamma, digamma, trigamma and the multivariate gamma
+def test_special_functions_against_scipy(xp, dtype, to_xp, tol):
+    x = np.concatenate([np.logspace(-3, 3, 40), [0.5, 1.0, 2.5, 7.0, 1e5]])
+    xx = to_xp(x)
+    np.testing.assert_allclose(B.to_numpy(digamma(xx)), sp.digamma(x), rtol=20 * tol,
+                               atol=20 * tol)
+    np.testing.assert_allclose(B.to_numpy(lgamma(xx)), sp.gammaln(x), rtol=20 * tol,
+                               atol=20 * tol)
+    a = to_xp(np.array([2.0, 3.7, 50.0]))
+    np.testing.assert_allclose(B.to_numpy(multigammaln(a, 3)),
+                               sp.multigammaln([2.0, 3.7, 50.0], 3), rtol=20 * tol)
+
+
+def test_multidigamma_is_the_derivative_of_multigammaln(xp, dtype, to_xp, tol):
+    a = np.array([2.0, 3.7, 50.0])
+    h = 1e-5  # central differences of SciPy's multigammaln: truncation error ~ 1e-10
+    fd = np.array([(sp.multigammaln(v + h, 3) - sp.multigammaln(v - h, 3)) / (2 * h) for v in a])
+    np.testing.assert_allclose(B.to_numpy(multidigamma(to_xp(a), 3)), fd,
+                               rtol=max(20 * tol, 1e-8))
+
+
+def test_gamma_functions_match_scipy_in_float64(xp, device):
+    x = np.array([0.5, 1.0, 1.7, 3.3, 10.0, 101.5, 1e4, 1e7])
+    a = B.asarray(x, dtype=xp.float64, xp=xp, device=device)
+    np.testing.assert_allclose(B.to_numpy(lgamma(a)), sp.gammaln(x), rtol=1e-14, atol=1e-13)
+    np.testing.assert_allclose(B.to_numpy(digamma(a)), sp.digamma(x), rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(B.to_numpy(trigamma(a)), sp.polygamma(1, x), rtol=1e-13, atol=0)
+
+
+def test_old_public_paths_name_the_same_functions():
+    import gpnum.likelihoods
+    import gpnum.models._student_t_math as student_t_math
+    import gpnum.special
+
+    for name in ("erfcx", "log_gamma_half_ratio", "log_gamma_half_ratio_and_grad", "log_ndtr",
+                 "log_ndtr_and_grad", "logsumexp", "ndtr"):
+        assert getattr(gpnum.likelihoods, name) is getattr(gpnum.special, name), name
+        assert name in gpnum.likelihoods.__all__
+    for name in ("lgamma", "digamma", "trigamma", "trigamma_difference"):
+        assert getattr(student_t_math, name) is getattr(gpnum.special, name), name

@@ -1,5 +1,8 @@
 """Special functions the array API lacks, written with ``xp`` primitives only.
 
+The one home of the special functions shared by the likelihoods, the models (the Student-t
+process) and the hidden Markov models; it knows about nothing but :mod:`gpnum.backend`.
+
 The standard has ``erf`` only in some libraries and no ``erfc``, ``erfcx``, ``lgamma`` or
 ``digamma``, and round-tripping through SciPy on the host would be a hidden device transfer.
 Everything here is elementwise, accurate to a few float64 ulps over the whole real line, and
@@ -20,6 +23,11 @@ free of overflow in the branches that :func:`xp.where` evaluates but discards.
   series is summed. Absolute error below 1e-13 in float64 for ``x >= 0.5`` (tests: against
   SciPy). Used for the Student-t process's degrees of freedom and the HMMs' Dirichlet and
   Wishart expectations.
+- :func:`multigammaln`, :func:`multidigamma`: the log multivariate gamma ``log Gamma_D(a)``
+  and its derivative, as sums of the above, for the HMMs' Wishart expectations. Their
+  variational updates need them only on small parameter arrays ((K,), (K, K), (K, D)), but
+  those live on the device of the data, so they are computed there rather than round-tripped
+  through SciPy (NumPy arrays, already on the host, go to SciPy's compiled functions).
 - :func:`log_gamma_half_ratio` is ``log Gamma(a + 1/2) - log Gamma(a)``, the only place the
   Student-t density needs ``lgamma``; computed directly (not as a difference of two large
   ``lgamma`` values, which cancels catastrophically for large degrees of freedom).
@@ -45,6 +53,8 @@ __all__ = [
     "digamma",
     "trigamma",
     "trigamma_difference",
+    "multigammaln",
+    "multidigamma",
 ]
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -316,4 +326,20 @@ def trigamma_difference(a, h):
         for i in range(p):
             term = term + ix ** (i + 1) * iy ** (p - i)
         out = out + c * h * term
+    return out
+
+
+def multigammaln(a, dim: int):
+    """Log multivariate gamma ``log Gamma_D(a)`` elementwise, for ``a > (D - 1) / 2``."""
+    out = (dim * (dim - 1) / 4.0) * math.log(math.pi)
+    for d in range(dim):
+        out = out + lgamma(a - 0.5 * d)
+    return out
+
+
+def multidigamma(a, dim: int):
+    """``sum_{d=0}^{D-1} psi(a - d / 2)`` elementwise (the derivative of ``multigammaln``)."""
+    out = digamma(a)
+    for d in range(1, dim):
+        out = out + digamma(a - 0.5 * d)
     return out
