@@ -31,6 +31,12 @@ def ref_rbf(X1, X2, same, p):
     return p["variance"] * np.exp(-0.5 * r2)
 
 
+def rbf_reference(X1, X2, lengthscale, variance=1.0):
+    """Dense RBF gram ``variance exp(-|x1 - x2|^2 / (2 lengthscale^2))`` (n1, n2), float64;
+    ``lengthscale`` a number or one per input dimension (ARD). The tests' shared RBF reference."""
+    return ref_rbf(X1, X2, X1 is X2, {"lengthscale": lengthscale, "variance": variance})
+
+
 def ref_rq(X1, X2, same, p):
     r2 = np.sum((_tau(X1, X2) / p["lengthscale"]) ** 2, axis=-1)
     return p["variance"] * PROFILES["RationalQuadratic"](r2, p)

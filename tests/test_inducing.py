@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from kernel_refs_everyday import rbf_reference
 from scipy.cluster.vq import kmeans2
 
 from gpnum import backend as B
@@ -29,8 +30,7 @@ class RBF:
 
 
 def rbf_dense(X, lengthscale, variance=1.0):
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / lengthscale**2
-    return variance * np.exp(-0.5 * d2)
+    return rbf_reference(X, X, lengthscale, variance)
 
 
 def matern52_dense(X, lengthscale, variance):

@@ -18,6 +18,7 @@ from gpnum.kernels import RBF
 from gpnum.models import SVTP, student_t_fisher, student_t_fisher_solve
 from gpnum.models._student_t_math import chi2_quantile_and_grad
 from gradcheck import check_grad
+from kernel_refs_everyday import rbf_reference
 
 
 # ---------------------------------------------------------------------- Fisher
@@ -136,8 +137,7 @@ def _reference_elbo(model, hyper, X, y, Z, draws):
     M, N, b = Z.shape[0], model.num_data, X.shape[0]
 
     def rbf(A, C):
-        d2 = np.sum(((A[:, None, :] - C[None, :, :]) / hyper["ls"]) ** 2, axis=-1)
-        return hyper["var"] * np.exp(-0.5 * d2)
+        return rbf_reference(A, C, hyper["ls"], hyper["var"])
 
     Kzz = rbf(Z, Z) + model.jitter * np.eye(M)
     Kxz = rbf(X, Z)
