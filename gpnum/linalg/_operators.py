@@ -284,7 +284,7 @@ class Dense(LinearOperator):
 
     def _rmatmat(self, X):
         # A^T X as (X^T A)^T: OpenBLAS multiplies a row-major (n, n) matrix by a few columns
-        # about 2x faster this way (n = 10,000, 11 columns: 55 ms against 125 ms)
+        # about 2x faster this way (n = 10,000, 11 columns: docs/benchmarks.md)
         if X.shape[1] > 1:
             return (transpose_copy(self.xp, X) @ self.A).T
         return self.A.T @ X
