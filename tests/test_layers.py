@@ -5,7 +5,12 @@ still a dependency) and maps ``gpnum.<package>`` to its layer. Two corrections t
 table, which its own column "must not know about" implies: ``params`` uses ``backend`` (it
 converts values to arrays), so it sits just below it; ``datasets`` and ``inducing`` know nothing
 of models, and ``hmm`` and the CLI use them, so they sit above the models. The command lines
-are one package, ``gpnum/cli/`` (its argparse types included), at the bottom.
+are one package, ``gpnum/cli/`` (its argparse types included), at the bottom. ``special``
+(``gpnum/special.py``, shared by likelihoods, models and hmm) knows only ``backend``.
+
+Two more rules of the layout are checked here: no module imports another package's private
+module or name (``from gpnum.x._y import`` outside ``gpnum/x``), and no library module is
+over 700 lines.
 """
 
 import ast
@@ -91,3 +96,72 @@ def test_the_command_line_builds_nothing_itself():
                                              and name == "from_expression"):
                     calls.append(f"{path.name}:{node.lineno} calls {name}")
     assert not calls, "\n".join(calls)
+
+
+def _is_private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+# Being fixed on the `contract` branch (re-exports through gpnum.models); the lead removes
+# this allow-list when that branch is merged.
+PRIVATE_IMPORT_ALLOWED = {
+    "optim/_ngd.py",  # gpnum.models._distributions: precision_to_q_sqrt, q_sqrt_to_precision, ...
+    "cli/_options.py",  # gpnum.models._gvi_parts: VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+}
+
+
+def _private_imports_across_packages(source, own):
+    """``gpnum.<pkg>._x`` (a private module or name, imported module-wise or from-wise) in
+    ``source`` where ``<pkg>`` is not ``own``, the importing file's package (or top-level
+    module)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [node.module.split(".") + [a.name] for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name.split(".") for a in node.names]
+        else:
+            continue
+        for parts in targets:
+            if (len(parts) > 2 and parts[0] == "gpnum" and parts[1] != own
+                    and any(_is_private(p) for p in parts[1:])):
+                yield f"line {node.lineno}: {'.'.join(parts)}"
+
+
+def test_no_module_imports_another_packages_private_module():
+    # Private modules and names are their package's business: what another package needs is
+    # re-exported through the owning package's __init__ (or gpnum.special).
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in PRIVATE_IMPORT_ALLOWED:
+            continue
+        own = path.relative_to(ROOT).parts[0].removesuffix(".py")
+        wrong += [f"gpnum/{rel} {hit}"
+                  for hit in _private_imports_across_packages(path.read_text(), own)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_private_import_check_sees_one():
+    # the check above can fail: three private imports and two allowed ones, seen from models
+    source = ("from gpnum.linalg._operators import Dense\nimport gpnum.hmm._chain\n"
+              "from gpnum.linalg import _ciq\nfrom gpnum.linalg import Dense\n"
+              "from gpnum.models._svgp import SVGP\n")
+    hits = list(_private_imports_across_packages(source, "models"))
+    assert hits == ["line 1: gpnum.linalg._operators.Dense", "line 2: gpnum.hmm._chain",
+                    "line 3: gpnum.linalg._ciq"], hits
+
+
+# Being split on other branches (`contract`: sklearn.py into a package; `hygiene`:
+# models/_svgp.py); the lead removes this allow-list when they are merged.
+LONG_MODULES_ALLOWED = {"sklearn.py", "models/_svgp.py"}
+MAX_MODULE_LINES = 700
+
+
+def test_no_library_module_exceeds_700_lines():
+    long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and rel not in LONG_MODULES_ALLOWED:
+            long.append(f"gpnum/{rel}: {lines} lines")
+    assert not long, "split along concerns into private modules:\n" + "\n".join(long)

@@ -8,8 +8,8 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 
 from gpnum.backend._convert import (asarray, device_of, get_namespace, host_device, is_array,
                                     same_namespace_dtype_device, to_numpy)
+from gpnum.backend._blas import blas_pool, flat_dot, lower_matmul, matmul, matmul_writer, row_dots
 from gpnum.backend._linalg import (
-    blas_pool,
     cho_inverse,
     cho_solve,
     cholesky,
@@ -17,11 +17,6 @@ from gpnum.backend._linalg import (
     cholesky_vjp_inner,
     default_jitter,
     relative_jitter,
-    flat_dot,
-    lower_matmul,
-    matmul,
-    matmul_writer,
-    row_dots,
     solve_triangular,
     triangular_inverse,
     triangular_matmul,
