@@ -25,6 +25,7 @@ import numpy as np
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
+from gpnum.models import check_model
 
 __all__ = ["save", "load", "model_state", "model_from_state", "FORMAT_VERSION"]
 
@@ -90,9 +91,13 @@ def _allowed_models():
     ``gpnum.variational`` load unchanged."""
     from gpnum import models
 
-    return {name: getattr(models, name) for name in models.__all__
-            if isinstance(getattr(models, name), type)
-            and hasattr(getattr(models, name), "objective_and_grad")}
+    out = {}
+    for name in models.__all__:
+        obj = getattr(models, name)
+        if isinstance(obj, type) and issubclass(obj, models.ModelDefaults) \
+                and obj is not models.ModelDefaults:
+            out[name] = obj
+    return out
 
 
 def _build(spec, params, xp, dtype, device):
@@ -144,6 +149,7 @@ def model_state(model, *, caller="model_state"):
     arrays : dict of numpy arrays
         ``param/<name>`` for every parameter and ``data/<name>`` for ``model.data()``.
     """
+    check_model(model, ("checkpoint",), caller=caller)
     xp = model.xp
     cls = type(model)
     if _allowed_models().get(cls.__name__) is not cls:
@@ -202,13 +208,13 @@ def save(model, path) -> None:
     path : str or path-like
     """
     config, arrays = model_state(model, caller="save")
-    state = getattr(model, "training_state", None)
+    state = model.training_state
     if state is not None:
         adam = state.adam.state_dict()
         config["training"] = {
             "epoch": state.epoch, "step": state.step, "rng_state": state.rng_state,
             "seed": state.seed, "fixed": list(state.fixed),
-            "schedule": getattr(state, "schedule", None),
+            "schedule": state.schedule,
             "adam": {k: v for k, v in adam.items() if not isinstance(v, np.ndarray)},
             "ngd": None if state.ngd is None else {
                 "gamma": state.ngd.gamma if not callable(state.ngd.gamma) else None,

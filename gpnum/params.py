@@ -114,6 +114,11 @@ class Parameterised:
         for n, v in converted.items():
             object.__setattr__(self, n, v)
 
+    def positive_names(self) -> tuple:
+        """Names of the parameters constrained to be positive (softplus in the unconstrained
+        view; log coordinates for L-BFGS-B, :func:`gpnum.optim.lbfgs`)."""
+        return tuple(n for n in self.parameters() if n in type(self)._positive)
+
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form: softplus-inverse for positive ones, else as is."""
         return {n: softplus_inverse(v) if n in self._positive else v

@@ -166,7 +166,7 @@ class DaskKernelMatrix(LinearOperator):
 def exact_objective_and_grad(model, X, y, client):
     """A GPR's CG log marginal likelihood and gradients with the kernel products on Dask
     (:func:`gpnum.distributed.objective_and_grad` for full-batch models)."""
-    if not callable(getattr(model, "cg_objective_and_grad", None)):
+    if model.cg_objective_and_grad is None:
         raise ValueError(f"{type(model).__name__} is a full-batch model without a "
                          "conjugate-gradient path: its objective cannot be split over workers "
                          "(gpnum.GPR(..., solver='cg') can)")

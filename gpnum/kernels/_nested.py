@@ -50,6 +50,22 @@ class ParentKernel(Kernel):
     def _children(self) -> list:
         raise NotImplementedError
 
+    def children(self) -> list:
+        """``[(prefix, kernel)]``: the kernels this one is built from, each with the prefix of
+        its parameters' names (``"0"``, ``"1"``, ... for a sum; ``"base"`` for Periodic)."""
+        return list(self._children())
+
+    @classmethod
+    def from_children(cls, children, **kwargs):
+        """A kernel of this class from the kernels of :meth:`children` (in that order) and
+        the constructor's other arguments ``kwargs``."""
+        arg = getattr(cls, "_children_arg", None)  # how the constructor takes its children
+        if arg is None:
+            return cls(*children, **kwargs)
+        if arg == "base":
+            return cls(children[0], **kwargs)
+        return cls(list(children), **kwargs)
+
     def _leaves(self):
         own = [self] if self._param_names else []
         return own + [leaf for _, k in self._children() for leaf in k._leaves()]
@@ -114,6 +130,12 @@ class ParentKernel(Kernel):
         own = self._as_arrays(own)
         own = {n: softplus(v) if n in self._positive else v for n, v in own.items()}
         return self._join(own, [k._natural(p) for (_, k), p in zip(self._children(), parts)])
+
+    def positive_names(self) -> tuple:
+        """Own positive parameters and the children's, prefixed."""
+        own = tuple(n for n in self._param_names if n in self._positive)
+        return own + tuple(f"{prefix}.{n}" for prefix, k in self._children()
+                           for n in k.positive_names())
 
     def unconstrained(self) -> dict:
         """Own and the children's parameters in unconstrained form."""

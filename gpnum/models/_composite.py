@@ -16,12 +16,13 @@ from gpnum.backend import asarray, device_of, get_namespace, is_array
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
+from gpnum.models._protocol import ModelDefaults
 from gpnum.params import Parameterised, softplus, softplus_grad, softplus_inverse
 
 __all__ = ["ComposedParameters", "FullBatchGaussianModel"]
 
 
-class ComposedParameters(Parameterised):
+class ComposedParameters(ModelDefaults, Parameterised):
     """Mixin: own parameters plus those of the components named in ``_components``.
 
     Subclasses set ``_param_names`` / ``_positive`` for their own parameters (as for

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gpnum import backend as B
 from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.models import check_model
 from gpnum.optim import _defaults
 from gpnum.optim._adam import Adam
 from gpnum.optim._ngd import NaturalGradient
@@ -88,17 +89,10 @@ def _take(xp, a, idx, device):
     return xp.take(a, B.asarray(idx, dtype=xp.int64, xp=xp, device=device), axis=0)
 
 
-#: Parameters of q that natural gradients update (Adam must leave them alone under "ngd"),
-#: for models that do not name their own (SVGP).
-_Q_NAMES = ("q_mu", "q_sqrt", "q_theta1", "q_precision")
-
-
 def _natural_names(model):
-    """The parameters natural gradients own: the model's ``natural_gradient_names`` when it
-    declares them (the protocol extension of models with their own natural-gradient step,
-    docs/models.md), else SVGP's :data:`_Q_NAMES`."""
-    names = getattr(model, "natural_gradient_names", None)
-    return _Q_NAMES if names is None else tuple(names)
+    """The parameters natural gradients own (Adam leaves them alone under "ngd"):
+    ``model.natural_gradient_names`` (gpnum.models.Model)."""
+    return tuple(model.natural_gradient_names)
 
 
 def _first_nonfinite(xp, named):
@@ -217,7 +211,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     A non-finite ELBO or parameter stops training with the parameters of the last good step
     restored and a warning naming the parameter.
     """
-    full_batch = bool(getattr(model, "full_batch", False))
+    check_model(model, ("fit",), caller="gpnum.fit")
+    full_batch = bool(model.full_batch)
     if optimizer is None:
         optimizer = "lbfgs" if full_batch else "ngd"
     if optimizer not in ("ngd", "adam", "lbfgs"):
@@ -259,7 +254,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         if gamma_schedule is None:
             gamma_schedule = tied
     if resume:
-        state = getattr(model, "training_state", None)
+        state = model.training_state
         if state is None:
             raise ValueError("resume=True but the model has no training_state (train or load a "
                              "checkpoint first)")
@@ -285,8 +280,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
             lr_schedule.load_state_dict(state.schedule)
         elif not resume:
             lr_schedule.reset()
-    if state.ngd is None and hasattr(model, "to_cholesky"):
-        model.to_cholesky()  # Adam works on q_mu, q_sqrt
+    if state.ngd is None:
+        model.to_cholesky()  # Adam works on q_mu, q_sqrt (a no-op for models without q)
     model.training_state = state
     rng = B.default_rng(state.seed)
     rng.set_state(state.rng_state)
@@ -316,7 +311,7 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
     t_start = time.perf_counter()
     steps_per_epoch = None if batches is not None else -(-X.shape[0] // batch_size)
     bar = _Progress(progress, epochs, state.epoch, steps_per_epoch,
-                    label=getattr(model, "objective_name", "elbo"))
+                    label=model.objective_name)
     try:
         for epoch in range(state.epoch, epochs):
             if lr_schedule is not None:
@@ -343,7 +338,7 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             state.epoch = epoch + 1
             state.rng_state = rng.get_state()
             history.epoch_elbo.append(sum(elbos) / max(len(elbos), 1))
-            metrics = {"objective": -history.epoch_elbo[-1] / getattr(model, "num_data", 1)}
+            metrics = {"objective": -history.epoch_elbo[-1] / model.num_data}
             if X_val is not None and y_val is not None:
                 history.val.append(evaluate(model, X_val, y_val))
                 metrics.update(history.val[-1])

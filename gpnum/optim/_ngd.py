@@ -35,8 +35,7 @@ import warnings
 
 from gpnum.backend import blas_pool, get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.models._distributions import (precision_to_q_sqrt, project_latents,
-                                         q_sqrt_to_precision)
+from gpnum.models import check_model, precision_to_q_sqrt, project_latents, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
 
@@ -142,7 +141,7 @@ class NaturalGradient:
 
     def prepare(self, model) -> None:
         """Put the model's q in the form this method works on."""
-        if callable(getattr(model, "natural_gradient_step", None)):
+        if model.natural_gradient_step is not None:
             return  # the model takes its own steps (protocol extension): no form to set
         if self.method == "krylov":
             model.to_natural()
@@ -170,12 +169,13 @@ class NaturalGradient:
         """
         # The statistics' products in the pool of the method's own work (gpnum.backend.
         # blas_pool): SciPy's Cholesky of the precision (dense), NumPy's PCG (krylov).
+        check_model(model, ("fit",), caller="NaturalGradient.step")
         with blas_pool("numpy" if self.method == "krylov" else "scipy"):
             return self._step(model, X, y, data)
 
     def _step(self, model, X, y, data):
-        own_step = getattr(model, "natural_gradient_step", None)
-        if callable(own_step):
+        own_step = model.natural_gradient_step
+        if own_step is not None:
             # Protocol extension (docs/models.md): a model with its own Fisher (SVTP) takes the
             # step itself, from its objective's gradients, with its own step-size guard.
             if data is None:
