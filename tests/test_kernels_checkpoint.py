@@ -64,14 +64,14 @@ def test_coregion_and_expression_kernels_round_trip(tmp_path):
 
 
 def test_old_sum_spec_without_settings_still_builds():
-    from gpnum.checkpoint import _build
+    from gpnum.models import kernel_from_spec
 
     spec = {"module": "gpnum.kernels", "class": "Sum", "children": [
         {"module": "gpnum.kernels", "class": "RBF", "settings": {}},
         {"module": "gpnum.kernels", "class": "Matern12", "settings": {}}]}
     params = {"0.lengthscale": np.array([0.5, 2.0]), "0.variance": np.array(1.5),
               "1.lengthscale": np.array(0.3), "1.variance": np.array(0.7)}
-    k = _build(spec, params, B.namespace_by_name("numpy"), np.float64, None)
+    k = kernel_from_spec(spec, params, xp=B.namespace_by_name("numpy"), dtype=np.float64)
     X = np.random.default_rng(4).normal(size=(3, 2))
     np.testing.assert_allclose(k(X), K.RBF([0.5, 2.0], 1.5)(X) + K.Matern12(0.3, 0.7)(X),
                                rtol=1e-15)

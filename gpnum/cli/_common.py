@@ -150,7 +150,7 @@ def _gvi_options(args, xp, dtype):
 
 
 def _make_gvi(args, X, y, lik_name, m, xp, dtype):
-    """A GVI model: the regulariser by Algorithm 2 (seed 001) or from an SVGP trained first."""
+    """A GVI model: the regulariser by Algorithm 2 of Wu (2023) or from an SVGP trained first."""
     import gpnum
     from gpnum.models import build_model, default_likelihood
 

@@ -6,13 +6,22 @@ from gpnum.models._distributions import precision_to_q_sqrt, project_latents, q_
 from gpnum.models._gpr import GPR
 from gpnum.models._gpr_cg import CGOptions
 from gpnum.models._gvi import GVI
+from gpnum.models._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
 from gpnum.models._protocol import Model, ModelDefaults, check_model, model_members
 from gpnum.models._sgpr import SGPR
+from gpnum.models._specs import (
+                                 kernel_from_spec,
+                                 kernel_spec,
+                                 likelihood_from_spec,
+                                 likelihood_spec,
+                                 spec_classes,
+)
 from gpnum.models._student_t_math import student_t_fisher, student_t_fisher_solve
 from gpnum.models._svgp import SVGP
 from gpnum.models._svtp import SVTP
 
-__all__ = ["CGOptions", "GPR", "GVI", "Model", "ModelDefaults", "SGPR", "SVGP", "SVTP",
+__all__ = ["CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_KERNELS", "VARIATIONAL_MEANS", "ModelDefaults", "SGPR", "SVGP", "SVTP",
            "build_model", "check_model", "default_kernel", "default_likelihood",
-           "inducing_jitter", "model_members", "precision_to_q_sqrt", "project_latents",
-           "q_sqrt_to_precision", "student_t_fisher", "student_t_fisher_solve"]
+           "inducing_jitter", "kernel_from_spec", "kernel_spec", "likelihood_from_spec",
+           "likelihood_spec", "model_members", "precision_to_q_sqrt", "project_latents",
+           "q_sqrt_to_precision", "spec_classes", "student_t_fisher", "student_t_fisher_solve"]

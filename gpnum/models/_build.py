@@ -39,14 +39,12 @@ def default_likelihood(name, *, num_classes=None, xp=None, dtype=None, device=No
     other name of :func:`gpnum.likelihoods.from_name` (``poisson``, ``softmax``, ...) at that
     function's defaults; ``num_classes`` for ``softmax``, ``robust-max`` and ``ordinal``.
     """
-    key = str(name).strip().lower().replace("_", "").replace("-", "")
+    key = likelihoods.canonical_name(name)  # the one name table (gpnum.likelihoods)
     if key == "gaussian":
         return likelihoods.Gaussian(variance=0.693, xp=xp, dtype=dtype, device=device)
-    if key == "studentt":
+    if key == "student-t":
         return likelihoods.StudentT(df=5.0, scale=0.3, xp=xp, dtype=dtype, device=device)
-    if key == "bernoulli":
-        return likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
-    return likelihoods.from_name(name, num_classes=num_classes, xp=xp, dtype=dtype,
+    return likelihoods.from_name(key, num_classes=num_classes, xp=xp, dtype=dtype,
                                  device=device)
 
 

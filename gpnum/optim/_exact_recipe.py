@@ -26,8 +26,8 @@ def fit_exact_gp(model, *, subset_size=2000, lbfgs_maxiter=100, subset_adam_step
     ----------
     model : gpnum.GPR
     subset_size : int
-        Points of the pretraining subset (Wang et al.: 10,000 on GPUs; a Cholesky GPR on this
-        machine is quick up to a few thousand).
+        Points of the pretraining subset (Wang et al.: 10,000 on GPUs; a Cholesky GPR on one
+        CPU is quick up to a few thousand).
     lbfgs_maxiter, subset_adam_steps, full_adam_steps : int
     lr : float
         Adam's learning rate (both Adam phases).

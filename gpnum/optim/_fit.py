@@ -1,6 +1,7 @@
 """The training loop: minibatches, natural gradients for q alternating with Adam for the rest.
 
-The seed-000 protocol (Pleiss et al. 2020): each step takes one minibatch, one natural-gradient
+The protocol of Pleiss et al. (2020), "Fast matrix square roots with applications to Gaussian
+processes and Bayesian optimization" (NeurIPS), section 5: each step takes one minibatch, one natural-gradient
 step on ``q(u')`` and one Adam step on every other parameter (kernel, likelihood, inducing points,
 mean), both from the same ELBO evaluation (as GPyTorch does with two optimisers on one loss).
 """
@@ -13,10 +14,11 @@ import warnings
 from dataclasses import dataclass, field
 
 from gpnum import backend as B
-from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.errors import ConvergenceWarning
 from gpnum.models import check_model
 from gpnum.optim import _defaults
 from gpnum.optim._adam import Adam
+from gpnum.optim._lbfgs import lbfgs
 from gpnum.optim._ngd import NaturalGradient
 
 __all__ = ["fit", "History", "TrainingState"]
@@ -43,6 +45,10 @@ class History:
     solver_warnings : int
         How many solver calls (CIQ's msMINRES, PCG) stopped short of their tolerance; they are
         reported once, as one ConvergenceWarning, at the end of :func:`fit`.
+    num_iter, num_eval : int
+        L-BFGS-B only: iterations and objective evaluations over all runs.
+    stop_reason : str or None
+        L-BFGS-B only: SciPy's message for the run kept, converged or not.
     """
 
     step_elbo: list = field(default_factory=list)
@@ -52,6 +58,9 @@ class History:
     first_epoch: int = 0
     stopped: str | None = None
     solver_warnings: int = 0
+    num_iter: int = 0
+    num_eval: int = 0
+    stop_reason: str | None = None
 
     @property
     def num_steps(self) -> int:
@@ -126,7 +135,7 @@ def _check_fixed(model, fixed, optimizer):
 def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, optimizer=None,
         lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule="plateau", gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
-        clip_curvature=True, fixed=(), maxiter=1000):
+        clip_curvature=True, fixed=(), maxiter=1000, n_restarts=0, coordinates="log"):
     """Train a model of the model protocol (docs: "Adding a model").
 
     Minibatch models (SVGP) by stochastic variational inference; full-batch models (GPR, SGPR:
@@ -147,12 +156,13 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
-        Adam for everything else (the seed-000 protocol; a model with its own natural gradient,
+        Adam for everything else (the protocol of Pleiss et al. 2020; a model with its own natural gradient,
         SVTP, declares ``natural_gradient_names`` and takes the step in
         ``natural_gradient_step``: docs "Models"); ``"adam"``: Adam on every parameter;
         ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
-        host vector of unconstrained parameters, up to ``maxiter`` iterations (the model itself
-        stays on its backend).
+        host vector of the free parameters, positive ones in log coordinates, the objective
+        per data point, up to ``maxiter`` iterations per run (:func:`gpnum.optim.lbfgs`; the
+        model itself stays on its backend).
     lr : float
         Adam's learning rate (or its initial value under ``lr_schedule``).
     gamma : float
@@ -168,7 +178,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         natural-gradient step are cut by 0.3, at most twice, when the training objective per
         data point has not improved for max(2 epochs, 100 steps)
         (:func:`gpnum.optim.default_schedules`); None: constant; or a callable such as
-        :func:`gpnum.optim.step_decay` (the seed-000 decay at epochs 1, 5, 10, 15),
+        :func:`gpnum.optim.step_decay` (the decay of Pleiss et al. 2020 at epochs 1, 5, 10, 15),
         :func:`gpnum.optim.warmup` or a :class:`gpnum.optim.PlateauDecay`.
     gamma_schedule : callable, optional
         ``step -> gamma``. Default: tied to ``lr_schedule="plateau"``'s cuts, else constant.
@@ -196,7 +206,14 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         Parameter names (as in ``model.parameters()``, e.g. ``"likelihood.variance"``,
         ``"inducing_points"``) held bit-identical: no optimiser touches them.
     maxiter : int
-        L-BFGS-B iterations (``optimizer="lbfgs"`` only).
+        L-BFGS-B iterations per run (``optimizer="lbfgs"`` only).
+    n_restarts : int
+        ``optimizer="lbfgs"`` only: further runs from positive parameters drawn uniformly in
+        the optimiser's coordinates (seeded by ``seed``); the best run is kept
+        (:func:`gpnum.optim.lbfgs`).
+    coordinates : {"log", "softplus"}
+        ``optimizer="lbfgs"`` only: positive parameters in log coordinates (default, as
+        scikit-learn) or in the model's softplus-unconstrained view.
 
     Returns
     -------
@@ -237,7 +254,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         X, y = model.check_data(data["X"] if X is None else X, data["y"] if y is None else y)
         batch_size = X.shape[0]
         if optimizer == "lbfgs":
-            return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks)
+            return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks, coordinates,
+                              int(n_restarts), seed)
     elif batches is None:
         if X is None or y is None:
             raise ValueError("fit: pass X and y, or a batches callable")
@@ -409,91 +427,25 @@ def _stop(model, state, xp, *, value=None, grads=None, hyper_u=None, params=None
         state.last_error = f"non-finite gradient of {_first_nonfinite(xp, hyper_u)}"
 
 
-def _flat(arrays, names):
-    import numpy as np
-
-    return np.concatenate([np.ravel(B.to_numpy(arrays[k])).astype(np.float64) for k in names])
-
-
-def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
-    """Full-batch training by SciPy's L-BFGS-B on the host vector of unconstrained parameters."""
-    import numpy as np
-    from scipy.optimize import minimize
-
-    xp = model.xp
-    start = model.unconstrained()
-    names = [k for k in start if k not in set(fixed)]
-    shapes = {k: tuple(v.shape) for k, v in start.items()}
-    sizes = [int(np.prod(shapes[k])) if shapes[k] else 1 for k in names]
+def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks, coordinates, n_restarts, seed):
+    """Full-batch training by the L-BFGS-B driver (:func:`gpnum.optim.lbfgs`)."""
     history = History()
     t_start = time.perf_counter()
-    last = {}
 
-    def unflatten(x):
-        out, i = {}, 0
-        for k, size in zip(names, sizes):
-            out[k] = B.asarray(x[i:i + size].reshape(shapes[k]), dtype=model.dtype, xp=xp,
-                               device=model.device)
-            i += size
-        return out
-
-    def objective(x):
-        # The start is evaluated unprotected, so that a genuine error (bad data, a bug) is
-        # raised, not hidden as an infinitely bad point.
-        first = not last.get("started")
-        last["started"] = True
-        try:
-            # A trial point can be refused (a parameter that is not finite, or a value the
-            # model rejects): like a non-PSD one below, it is infinitely bad, never an error.
-            model.set_unconstrained(unflatten(x))
-        except ValueError:
-            if first:
-                raise
-            return np.inf, np.zeros_like(x)
-        try:
-            with warnings.catch_warnings():
-                if not first:
-                    # a line search's trial point may be extreme (a lengthscale of 1e-198 on a
-                    # categorical column): NumPy's overflow warnings there are not the user's
-                    # concern, the point is scored (Inf, NaN or NotPSDError: infinitely bad)
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                value, grads = model.objective_and_grad(X, y, validate=False)
-        except NotPSDError:
-            # A trial point past the positive-definite region (e.g. a noise variance driven
-            # towards 0): infinitely bad, so that the line search backs off from it.
-            return np.inf, np.zeros_like(x)
-        except ValueError:
-            # A trial point whose kernel matrix overflowed (float32 with an extreme
-            # lengthscale or variance gives Inf or NaN entries): as bad as a non-finite value.
-            if first:
-                raise
-            return np.inf, np.zeros_like(x)
-        g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
-        v = float(value)
-        g = _flat(g_u, names)
-        if not (math.isfinite(v) and np.all(np.isfinite(g))):
-            return np.inf, np.zeros_like(x)  # L-BFGS-B's line search backs off
-        last["value"] = v
-        return -v, -g
-
-    def record(xk):
-        history.step_elbo.append(last.get("value", float("nan")))
+    def record(value):
+        history.step_elbo.append(value)
         history.step_time.append(time.perf_counter() - t_start)
 
-    x0 = _flat(start, names)
-    res = minimize(objective, x0, jac=True, method="L-BFGS-B", callback=record,
-                   options={"maxiter": maxiter})
-    try:
-        model.set_unconstrained(unflatten(res.x))
-    except ValueError:
-        # L-BFGS-B returns its best point, which was scored; a refusal here means it never
-        # left the start.
-        model.set_unconstrained({k: start[k] for k in names})
-    history.epoch_elbo.append(float(model.objective_and_grad(X, y, validate=False)[0]))
-    if not res.success:
-        history.stopped = f"L-BFGS-B: {res.message}"
-        warnings.warn(f"fit: L-BFGS-B stopped without converging after {res.nit} iterations: "
-                      f"{res.message}", ConvergenceWarning, stacklevel=3)
+    result = lbfgs(model, X, y, fixed=fixed, coordinates=coordinates, maxiter=maxiter,
+                   n_restarts=n_restarts, seed=seed, callback=record, warn=False)
+    history.epoch_elbo.append(result.objective)
+    history.num_iter, history.num_eval = result.num_iter, result.num_eval
+    history.stop_reason = result.stop_reason
+    if not result.converged:
+        history.stopped = f"L-BFGS-B: {result.stop_reason}"
+        warnings.warn(f"fit: L-BFGS-B stopped without converging after "
+                      f"{result.runs[result.best_run]['num_iter']} iterations: "
+                      f"{result.stop_reason}", ConvergenceWarning, stacklevel=3)
     for cb in callbacks:
         cb(model, history, 0)
     return history

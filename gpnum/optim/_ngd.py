@@ -1,7 +1,8 @@
 """Natural-gradient steps for the variational distribution of an SVGP.
 
 Salimbeni, Eleftheriadis & Hensman (2018), "Natural gradients in practice"; the O(J m^2) variant
-of the seed-000 study (Pleiss et al. 2020, appendix on NGD). Design notes, section 4.2.
+of Pleiss et al. (2020), "Fast matrix square roots with applications to Gaussian processes and
+Bayesian optimization" (NeurIPS), appendix on natural gradients.
 
 With natural parameters ``theta1 = S^{-1} m``, ``theta2 = -1/2 S^{-1}`` and the ELBO's
 gradients ``g_mu``, ``g_var`` w.r.t. each point's marginal mean and variance (already scaled by
