@@ -15,7 +15,7 @@ Adam; its inverse is computed in a form that stays finite from 1e-30 to 1e30.
 
 from __future__ import annotations
 
-from gpnum.backend import asarray, get_namespace, is_array, namespace, default_dtype
+from gpnum.backend import asarray, default_dtype, get_namespace, is_array, namespace
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = ["softplus", "softplus_inverse", "softplus_grad", "Parameterised"]

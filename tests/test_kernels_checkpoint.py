@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from kernel_refs_everyday import NAMES, build
 
 import gpnum
 from gpnum import backend as B
 from gpnum import kernels as K
-from gradcheck import check_grad
-from kernel_refs_everyday import NAMES, build
 
 
 def _randomised(model, seed):
@@ -38,7 +38,7 @@ def _round_trip(kernel, X, tmp_path, xp, device):
     assert repr(loaded.kernel) == repr(model.kernel)
     for k, v in model.parameters().items():
         np.testing.assert_array_equal(B.to_numpy(loaded.parameters()[k]), B.to_numpy(v), k)
-    for a, b in zip(before, loaded.predict_f(Xs)):
+    for a, b in zip(before, loaded.predict_f(Xs), strict=True):
         np.testing.assert_allclose(B.to_numpy(b), B.to_numpy(a), rtol=1e-13, atol=1e-13)
     return path
 

@@ -134,7 +134,7 @@ class DaskKernelMatrix(LinearOperator):
         client = self._client
         R_f = client.scatter([B.to_numpy(R)], hash=False, timeout=_SCATTER_TIMEOUT)[0]
         futures = [client.submit(_chunk_matmat, self._state, f, s, e, R_f, pure=False)
-                   for f, (s, e) in zip(self._chunks, self._ranges)]
+                   for f, (s, e) in zip(self._chunks, self._ranges, strict=True)]
         parts = client.gather(futures)
         return self._arr(np.concatenate(parts, axis=0))
 
@@ -153,7 +153,7 @@ class DaskKernelMatrix(LinearOperator):
         V_f = client.scatter([B.to_numpy(V)], hash=False, timeout=_SCATTER_TIMEOUT)[0]
         futures = [client.submit(_chunk_param_vjp, self._state, f, s, e, U_h[s:e], V_f,
                                  pure=False)
-                   for f, (s, e) in zip(self._chunks, self._ranges)]
+                   for f, (s, e) in zip(self._chunks, self._ranges, strict=True)]
         total = None
         for g in client.gather(futures):
             total = dict(g) if total is None else {k: total[k] + v for k, v in g.items()}

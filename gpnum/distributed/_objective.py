@@ -249,7 +249,7 @@ def _assemble(model, parts, with_data):
                 "AGA": stats["AGA"] + st["AGA"], "Ag_mu": stats["Ag_mu"] + st["Ag_mu"],
                 "g_var_max": np.maximum(stats["g_var_max"], st["g_var_max"])}
     out = {}
-    for k, v in params.items():
+    for k in params:
         out[k] = arr(total[k]) + grads[k] if k in grads else arr(total[k])
     value = value + arr(data_value)
     if not with_data:

@@ -100,7 +100,7 @@ class ParentKernel(Kernel):
 
     def _join(self, own: dict, parts: list) -> dict:
         out = dict(own)
-        for (prefix, _), d in zip(self._children(), parts):
+        for (prefix, _), d in zip(self._children(), parts, strict=True):
             out.update({f"{prefix}.{n}": v for n, v in d.items()})
         return out
 
@@ -113,7 +113,7 @@ class ParentKernel(Kernel):
         own, parts = self._split(values)
         out = [(self, n, self._convert_param(n, v)) for n, v in own.items()]
         try:
-            for (_, k), p in zip(self._children(), parts):
+            for (_, k), p in zip(self._children(), parts, strict=True):
                 out.extend(k._prepare(p))
         except KeyError as exc:
             raise KeyError(f"unknown parameter(s) in {sorted(map(str, values))}; this kernel "
@@ -129,7 +129,8 @@ class ParentKernel(Kernel):
         own, parts = self._split(values)
         own = self._as_arrays(own)
         own = {n: softplus(v) if n in self._positive else v for n, v in own.items()}
-        return self._join(own, [k._natural(p) for (_, k), p in zip(self._children(), parts)])
+        return self._join(own, [k._natural(p)
+                                for (_, k), p in zip(self._children(), parts, strict=True)])
 
     def positive_names(self) -> tuple:
         """Own positive parameters and the children's, prefixed."""
@@ -154,7 +155,7 @@ class ParentKernel(Kernel):
         own = self._as_arrays({n: g * softplus_grad(getattr(self, n)) if n in self._positive
                                else g for n, g in own.items()})
         return self._join(own, [k.grad_to_unconstrained(p)
-                                for (_, k), p in zip(self._children(), parts)])
+                                for (_, k), p in zip(self._children(), parts, strict=True)])
 
     @staticmethod
     def _prefixed(prefix, d: dict) -> dict:

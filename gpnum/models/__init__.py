@@ -1,8 +1,14 @@
 """The Gaussian-process models: exact GPR, collapsed SGPR, and the inducing-point models SVGP, GVI
 and SVTP. Each implements the model protocol, written once as :class:`gpnum.models.Model`."""
 
-from gpnum.models._build import (BuildOptionError, build_model, check_build_options,
-                                 default_kernel, default_likelihood, inducing_jitter)
+from gpnum.models._build import (
+                                 BuildOptionError,
+                                 build_model,
+                                 check_build_options,
+                                 default_kernel,
+                                 default_likelihood,
+                                 inducing_jitter,
+)
 from gpnum.models._distributions import precision_to_q_sqrt, project_latents, q_sqrt_to_precision
 from gpnum.models._gpr import GPR
 from gpnum.models._gpr_cg import CGOptions
@@ -21,8 +27,9 @@ from gpnum.models._student_t_math import student_t_fisher, student_t_fisher_solv
 from gpnum.models._svgp import SVGP
 from gpnum.models._svtp import SVTP
 
-__all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_KERNELS", "VARIATIONAL_MEANS", "ModelDefaults", "SGPR", "SVGP", "SVTP",
-           "build_model", "check_build_options", "check_model", "default_kernel", "default_likelihood",
+__all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_KERNELS",
+           "VARIATIONAL_MEANS", "ModelDefaults", "SGPR", "SVGP", "SVTP", "build_model",
+           "check_build_options", "check_model", "default_kernel", "default_likelihood",
            "inducing_jitter", "kernel_from_spec", "kernel_spec", "likelihood_from_spec",
            "likelihood_spec", "model_members", "precision_to_q_sqrt", "project_latents",
            "q_sqrt_to_precision", "spec_classes", "student_t_fisher", "student_t_fisher_solve"]

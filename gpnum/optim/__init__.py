@@ -10,5 +10,7 @@ from gpnum.optim._ngd import NaturalGradient, natural_statistics
 from gpnum.optim._schedules import PlateauDecay, constant, step_decay, warmup
 from gpnum.optim._select import InducingSelection, select_inducing
 
-__all__ = ["Adam", "DEFAULT_RECIPE", "TiedStep", "default_epochs", "default_schedules", "History", "InducingSelection", "LBFGSResult", "NaturalGradient", "PlateauDecay", "TrainingState", "constant", "fit_exact_gp",
-           "evaluate", "fit", "gvi_by_selection", "lbfgs", "natural_statistics", "select_inducing", "step_decay", "warmup"]
+__all__ = ["Adam", "DEFAULT_RECIPE", "TiedStep", "default_epochs", "default_schedules", "History",
+           "InducingSelection", "LBFGSResult", "NaturalGradient", "PlateauDecay", "TrainingState",
+           "constant", "fit_exact_gp", "evaluate", "fit", "gvi_by_selection", "lbfgs",
+           "natural_statistics", "select_inducing", "step_decay", "warmup"]

@@ -1,9 +1,10 @@
 """The training loop: minibatches, natural gradients for q alternating with Adam for the rest.
 
 The protocol of Pleiss et al. (2020), "Fast matrix square roots with applications to Gaussian
-processes and Bayesian optimization" (NeurIPS), section 5: each step takes one minibatch, one natural-gradient
-step on ``q(u')`` and one Adam step on every other parameter (kernel, likelihood, inducing points,
-mean), both from the same ELBO evaluation (as GPyTorch does with two optimisers on one loss).
+processes and Bayesian optimization" (NeurIPS), section 5: each step takes one minibatch, one
+natural-gradient step on ``q(u')`` and one Adam step on every other parameter (kernel,
+likelihood, inducing points, mean), both from the same ELBO evaluation (as GPyTorch does with
+two optimisers on one loss).
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
-        Adam for everything else (the protocol of Pleiss et al. 2020; a model with its own natural gradient,
-        SVTP, declares ``natural_gradient_names`` and takes the step in
+        Adam for everything else (the protocol of Pleiss et al. 2020; a model with its own
+        natural gradient, SVTP, declares ``natural_gradient_names`` and takes the step in
         ``natural_gradient_step``: docs "Models"); ``"adam"``: Adam on every parameter;
         ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
         host vector of the free parameters, positive ones in log coordinates, the objective

@@ -1,5 +1,6 @@
-"""The GVI pipeline of J. Wu (2023), "Generalised variational inference for Gaussian processes", MSc thesis, UCL (after Wild et al. 2022), in one call: its Algorithm 2 fits
-the regulariser, then a GVI is built."""
+"""The GVI pipeline of J. Wu (2023), "Generalised variational inference for Gaussian
+processes", MSc thesis, UCL (after Wild et al. 2022), in one call: its Algorithm 2 fits the
+regulariser, then a GVI is built."""
 
 from __future__ import annotations
 

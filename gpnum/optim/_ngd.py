@@ -56,11 +56,11 @@ def natural_statistics(data, clip_curvature=True):
     if clip_curvature:
         g_var = xp.minimum(g_var, xp.zeros_like(g_var))
     if A.ndim == 3:
-        AGA = xp.stack([matmul(A[l, ...] * g_var[:, l][None, :], A[l, ...].T)
-                        for l in range(g_var.shape[1])])
+        AGA = xp.stack([matmul(A[j, ...] * g_var[:, j][None, :], A[j, ...].T)
+                        for j in range(g_var.shape[1])])
         return {"AGA": AGA, "Ag_mu": project_latents(A, g_mu),
                 "g_var_max": xp.max(g_var, axis=0)}
-    AGA = xp.stack([matmul(A * g_var[:, l][None, :], A.T) for l in range(g_var.shape[1])])
+    AGA = xp.stack([matmul(A * g_var[:, j][None, :], A.T) for j in range(g_var.shape[1])])
     return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(matmul(A, g_mu)),
             "g_var_max": xp.max(g_var, axis=0)}
 
@@ -211,18 +211,18 @@ class NaturalGradient:
         else:
             th, P = model.q_natural()
         used = gamma
-        for l in range(model.num_latent):
+        for lat in range(model.num_latent):
             # Positive definite by construction (module docstring): no check solve needed.
-            certain = self.method == "krylov" and float(g_var_max[l]) <= 0.0
-            target_P = eye - 2.0 * AGA[l, ...]
-            target_t1 = Ag_mu[l, ...] - 2.0 * matmul(AGA[l, ...], q_mean[l, ...])
+            certain = self.method == "krylov" and float(g_var_max[lat]) <= 0.0
+            target_P = eye - 2.0 * AGA[lat, ...]
+            target_t1 = Ag_mu[lat, ...] - 2.0 * matmul(AGA[lat, ...], q_mean[lat, ...])
             if P is None:
-                P_l = q_sqrt_to_precision(q_sqrt[l, ...])
-                t1_l = matmul(P_l, q_mu[l, ...])
+                P_l = q_sqrt_to_precision(q_sqrt[lat, ...])
+                t1_l = matmul(P_l, q_mu[lat, ...])
             else:
-                P_l, t1_l = P[l, ...], th[l, ...]
+                P_l, t1_l = P[lat, ...], th[lat, ...]
             g = gamma
-            for attempt in range(self.max_rejections + 1):
+            for _attempt in range(self.max_rejections + 1):
                 cand_P = (1.0 - g) * P_l + g * target_P
                 cand_t1 = (1.0 - g) * t1_l + g * target_t1
                 if certain:
@@ -235,7 +235,7 @@ class NaturalGradient:
                 g = 0.5 * g
             else:
                 raise NotPSDError(
-                    f"natural-gradient step left the positive-definite cone for latent {l} even "
+                    f"natural-gradient step left the positive-definite cone for latent {lat} even "
                     f"with gamma reduced to {2 * g:.3g} (from {gamma:.3g}); use a smaller gamma or "
                     f"a warm-up schedule")
             used = min(used, g)

@@ -125,7 +125,8 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
                 fit(gpr, maxiter=maxiter, progress=False, fixed=fixed)
             except (ValueError, NotPSDError):
                 # m points can be interpolated: the marginal likelihood then drives the noise
-                # to 0 (softplus underflows). Hold it at the floor and fit the kernel alone.
+                # to 0 (the kernel matrix stops being positive definite). Hold it at the floor
+                # and fit the kernel alone.
                 gpr.set_parameters({**start, "likelihood.variance": noise_floor})
                 fit(gpr, maxiter=maxiter, progress=False,
                     fixed=fixed + ("likelihood.variance",))
