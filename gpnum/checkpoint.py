@@ -16,7 +16,6 @@ so a corrupt or mismatched file raises before anything is half-loaded.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import zipfile
@@ -25,62 +24,17 @@ import numpy as np
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
+from gpnum.models import (
+    check_model,
+    kernel_from_spec,
+    kernel_spec,
+    likelihood_from_spec,
+    likelihood_spec,
+)
 
 __all__ = ["save", "load", "model_state", "model_from_state", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 2
-_SKIP_INIT = {"xp", "dtype", "device", "self"}
-
-
-def _setting(value):
-    """A constructor setting as JSON (numbers, strings, None, lists of them), else None."""
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return True, value
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str))
-                                               for v in value):
-        return True, list(value)  # e.g. a kernel's active_dims
-    return False, None
-
-
-def _spec(obj):
-    """JSON-able description of a kernel or likelihood: class, settings, children."""
-    cls = type(obj)
-    spec = {"module": cls.__module__.split("._")[0], "class": cls.__name__}
-    children = obj._children() if hasattr(obj, "_children") else []
-    if children:
-        # Sum / Product / Periodic / ChangePoints: child kernels, prefixed in parameter names
-        spec["children"] = [_spec(k) for _, k in children]
-        prefixes = [p for p, _ in children]
-        if prefixes != [str(i) for i in range(len(children))]:
-            spec["child_prefixes"] = prefixes
-    params = set(obj.parameters())
-    settings = {}
-    for name in inspect.signature(cls.__init__).parameters:
-        if name in _SKIP_INIT or name in params or not hasattr(obj, name):
-            continue
-        ok, value = _setting(getattr(obj, name))
-        if ok:
-            settings[name] = value
-    spec["settings"] = settings
-    return spec
-
-
-def _allowed_classes():
-    """The classes a checkpoint may name: gpnum's own kernels and likelihoods, nothing else.
-
-    A checkpoint is data: it must never make ``load`` import a module or call a class that the
-    file chooses (a crafted file could otherwise run code from any importable module). The
-    modules here are gpnum's own, imported by name in this function, whatever the file says.
-    """
-    from gpnum import kernels, likelihoods
-
-    allowed = {}
-    for module, base in ((kernels, kernels.Kernel), (likelihoods, likelihoods.Likelihood)):
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if isinstance(obj, type) and issubclass(obj, base) and obj is not base:
-                allowed[(module.__name__, name)] = obj
-    return allowed
 
 
 def _allowed_models():
@@ -90,47 +44,13 @@ def _allowed_models():
     ``gpnum.variational`` load unchanged."""
     from gpnum import models
 
-    return {name: getattr(models, name) for name in models.__all__
-            if isinstance(getattr(models, name), type)
-            and hasattr(getattr(models, name), "objective_and_grad")}
-
-
-def _build(spec, params, xp, dtype, device):
-    key = (spec.get("module"), spec.get("class"))
-    cls = _allowed_classes().get(key)
-    if cls is None:
-        raise ValueError(f"checkpoint names {key[0]}.{key[1]}, which is not one of gpnum's "
-                         "kernels or likelihoods; refusing to build it")
-    accepted = set(inspect.signature(cls.__init__).parameters)
-    settings = dict(spec.get("settings", {}))
-    if "children" in spec:
-        prefixes = spec.get("child_prefixes") or [str(i) for i in range(len(spec["children"]))]
-        kids = []
-        for prefix, child in zip(prefixes, spec["children"]):
-            head = f"{prefix}."
-            sub = {k[len(head):]: v for k, v in params.items() if k.startswith(head)}
-            kids.append(_build(child, sub, xp, dtype, device))
-        arrays = {k: B.asarray(v, dtype=dtype, xp=xp, device=device) for k, v in params.items()}
-        # own parameters (no prefix) go to the constructor, which fixes their shapes
-        own = {k: v for k, v in arrays.items() if "." not in k and k in accepted}
-        arg = getattr(cls, "_children_arg", None)  # how the constructor takes its children
-        if arg is None:
-            obj = cls(*kids, **settings, **own)
-        elif arg == "base":
-            obj = cls(kids[0], **settings, **own)
-        else:
-            obj = cls(kids, **settings, **own)
-        obj.set_parameters(arrays)
-        return obj
-    # Parameters go to the constructor: their shapes (an ARD lengthscale (d,), ArcCosine's
-    # per-layer variances) are fixed there, and set_parameters keeps the shapes it finds.
-    arrays = {k: B.asarray(v, dtype=dtype, xp=xp, device=device) for k, v in params.items()}
-    init_params = {k: v for k, v in arrays.items() if k in accepted}
-    obj = cls(**settings, **init_params, xp=xp, dtype=dtype, device=device)
-    rest = {k: v for k, v in arrays.items() if k not in accepted}
-    if rest:
-        obj.set_parameters(rest)
-    return obj
+    out = {}
+    for name in models.__all__:
+        obj = getattr(models, name)
+        if isinstance(obj, type) and issubclass(obj, models.ModelDefaults) \
+                and obj is not models.ModelDefaults:
+            out[name] = obj
+    return out
 
 
 def model_state(model, *, caller="model_state"):
@@ -144,6 +64,7 @@ def model_state(model, *, caller="model_state"):
     arrays : dict of numpy arrays
         ``param/<name>`` for every parameter and ``data/<name>`` for ``model.data()``.
     """
+    check_model(model, ("checkpoint",), caller=caller)
     xp = model.xp
     cls = type(model)
     if _allowed_models().get(cls.__name__) is not cls:
@@ -154,8 +75,8 @@ def model_state(model, *, caller="model_state"):
         "model": cls.__name__,
         "dtype": "float32" if model.dtype == xp.float32 else "float64",
         "settings": model.config(),
-        "kernel": _spec(model.kernel),
-        "likelihood": _spec(model.likelihood),
+        "kernel": kernel_spec(model.kernel),
+        "likelihood": likelihood_spec(model.likelihood),
     }
     arrays = {f"param/{k}": B.to_numpy(v) for k, v in model.parameters().items()}
     arrays.update({f"data/{k}": B.to_numpy(v) for k, v in model.data().items()})
@@ -177,8 +98,10 @@ def model_from_state(config, arrays, *, xp=None, device=None, where="model state
                          "refusing to build it")
     kern_p = {k[7:]: v for k, v in params.items() if k.startswith("kernel.")}
     lik_p = {k[11:]: v for k, v in params.items() if k.startswith("likelihood.")}
-    kernel = _build(config["kernel"], kern_p, xp, dtype, device)
-    likelihood = _build(config["likelihood"], lik_p, xp, dtype, device)
+    kernel = kernel_from_spec(config["kernel"], kern_p, xp=xp, dtype=dtype, device=device,
+                              where=where)
+    likelihood = likelihood_from_spec(config["likelihood"], lik_p, xp=xp, dtype=dtype,
+                                      device=device, where=where)
     own = {k: B.asarray(v, dtype=dtype, xp=xp, device=device)
            for k, v in params.items() if "." not in k}
     model = cls.from_config(kernel, likelihood, own, config["settings"], data)
@@ -202,13 +125,13 @@ def save(model, path) -> None:
     path : str or path-like
     """
     config, arrays = model_state(model, caller="save")
-    state = getattr(model, "training_state", None)
+    state = model.training_state
     if state is not None:
         adam = state.adam.state_dict()
         config["training"] = {
             "epoch": state.epoch, "step": state.step, "rng_state": state.rng_state,
             "seed": state.seed, "fixed": list(state.fixed),
-            "schedule": getattr(state, "schedule", None),
+            "schedule": state.schedule,
             "adam": {k: v for k, v in adam.items() if not isinstance(v, np.ndarray)},
             "ngd": None if state.ngd is None else {
                 "gamma": state.ngd.gamma if not callable(state.ngd.gamma) else None,

@@ -15,7 +15,7 @@ Adam; its inverse is computed in a form that stays finite from 1e-30 to 1e30.
 
 from __future__ import annotations
 
-from gpnum.backend import asarray, get_namespace, is_array, namespace, default_dtype
+from gpnum.backend import asarray, default_dtype, get_namespace, is_array, namespace
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = ["softplus", "softplus_inverse", "softplus_grad", "to_unconstrained",
@@ -172,6 +172,11 @@ class Parameterised:
         converted = {n: self._convert_param(n, v) for n, v in values.items()}
         for n, v in converted.items():
             object.__setattr__(self, n, v)
+
+    def positive_names(self) -> tuple:
+        """Names of the parameters constrained to be positive (softplus in the unconstrained
+        view; log coordinates for L-BFGS-B, :func:`gpnum.optim.lbfgs`)."""
+        return tuple(n for n in self.parameters() if n in type(self)._positive)
 
     def unconstrained(self) -> dict:
         """Parameters in unconstrained form: softplus-inverse for positive ones, else as is."""

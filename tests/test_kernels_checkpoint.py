@@ -5,12 +5,12 @@ import json
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from kernel_refs_everyday import NAMES, build
 
 import gpnum
 from gpnum import backend as B
 from gpnum import kernels as K
-from gradcheck import check_grad
-from kernel_refs_everyday import NAMES, build
 
 
 def _randomised(model, seed):
@@ -38,7 +38,7 @@ def _round_trip(kernel, X, tmp_path, xp, device):
     assert repr(loaded.kernel) == repr(model.kernel)
     for k, v in model.parameters().items():
         np.testing.assert_array_equal(B.to_numpy(loaded.parameters()[k]), B.to_numpy(v), k)
-    for a, b in zip(before, loaded.predict_f(Xs)):
+    for a, b in zip(before, loaded.predict_f(Xs), strict=True):
         np.testing.assert_allclose(B.to_numpy(b), B.to_numpy(a), rtol=1e-13, atol=1e-13)
     return path
 
@@ -64,14 +64,14 @@ def test_coregion_and_expression_kernels_round_trip(tmp_path):
 
 
 def test_old_sum_spec_without_settings_still_builds():
-    from gpnum.checkpoint import _build
+    from gpnum.models import kernel_from_spec
 
     spec = {"module": "gpnum.kernels", "class": "Sum", "children": [
         {"module": "gpnum.kernels", "class": "RBF", "settings": {}},
         {"module": "gpnum.kernels", "class": "Matern12", "settings": {}}]}
     params = {"0.lengthscale": np.array([0.5, 2.0]), "0.variance": np.array(1.5),
               "1.lengthscale": np.array(0.3), "1.variance": np.array(0.7)}
-    k = _build(spec, params, B.namespace_by_name("numpy"), np.float64, None)
+    k = kernel_from_spec(spec, params, xp=B.namespace_by_name("numpy"), dtype=np.float64)
     X = np.random.default_rng(4).normal(size=(3, 2))
     np.testing.assert_allclose(k(X), K.RBF([0.5, 2.0], 1.5)(X) + K.Matern12(0.3, 0.7)(X),
                                rtol=1e-15)

@@ -179,3 +179,22 @@ def test_build_model_starts_a_count_model_at_the_log_mean_count():
     np.testing.assert_allclose(float(model.mean), np.log(y.mean()), rtol=1e-12)
     model = gpnum.models.build_model(X, y, likelihood="softmax", num_classes=3, num_inducing=5)
     assert model.num_latent == 3
+
+
+def test_build_rules_are_one_function_that_names_the_option():
+    from gpnum.models import BuildOptionError, check_build_options
+
+    cases = [(dict(model="sgpr", likelihood="poisson"), "likelihood"),
+             (dict(model="gpr", likelihood=gpnum.likelihoods.StudentT()), "likelihood"),
+             (dict(model="svtp", separate_inducing=True), "separate_inducing"),
+             (dict(model="svgp", solver="cg"), "solver"),
+             (dict(model="sgpr", cg_options={"num_probes": 4}), "cg_options"),
+             (dict(model="svgp", num_inducing=61, num_data=60), "num_inducing")]
+    for kwargs, option in cases:
+        with pytest.raises(BuildOptionError) as err:
+            check_build_options(kwargs.pop("model"), **kwargs)
+        assert err.value.option == option
+    # what is allowed passes
+    check_build_options("gpr", likelihood="Gaussian", solver="cg", num_inducing=10**6,
+                        num_data=60)
+    check_build_options("svgp", separate_inducing=True, num_inducing=60, num_data=60)

@@ -157,7 +157,7 @@ def main():
     gp_runs, gp_time = gpnum_runs(tight=True)
     same_runs, same_time = gpnum_runs(tight=False)
 
-    # ---- gpnum.fit(optimizer="lbfgs") as it is (softplus-unconstrained parameters)
+    # ---- gpnum.fit(optimizer="lbfgs") as it is (its L-BFGS-B driver, gpnum.optim.lbfgs)
     fit_runs, t0 = [], time.perf_counter()
     for s in starts:
         model_f = new_model(s)
@@ -166,7 +166,7 @@ def main():
             try:
                 hist = gpnum.fit(model_f, optimizer="lbfgs", fixed=GPNUM_FIXED, maxiter=1000,
                                  progress=False)
-            except ValueError as exc:  # a trial point refused (being fixed in gpnum/optim)
+            except ValueError as exc:  # a start the model refuses
                 fit_runs.append((float("nan"), None, [f"failed: {exc}"]))
                 continue
         fit_runs.append((float(model_f.log_marginal_likelihood()), len(hist.step_elbo),

@@ -4,9 +4,9 @@ Both fit the same model to the same rows: a scaled RBF kernel (variance, one len
 learned Gaussian noise variance (scikit-learn: ConstantKernel * RBF + WhiteKernel with
 alpha=1e-10; gpnum: RBF with learn_noise=True), from the same initial values (1, 1, 0.1), by
 SciPy's L-BFGS-B on the log marginal likelihood with the same number of restarts. gpnum runs
-it twice: ``optimizer="fmin_l_bfgs_b"``, scikit-learn's optimiser (logarithms of the
-parameters within the bounds (1e-5, 1e5)), and ``optimizer="lbfgs"``, gpnum.fit's (softplus
-coordinates, unbounded). Printed for each: the fit time, L-BFGS-B iterations, objective
+it twice through its one driver (gpnum.optim.lbfgs, logarithms of the positive parameters, the
+objective per data point): ``optimizer="fmin_l_bfgs_b"``, within scikit-learn's bounds
+(1e-5, 1e5), and ``optimizer="lbfgs"``, unbounded. Printed for each: the fit time, L-BFGS-B iterations, objective
 evaluations, the log marginal likelihood reached; then the time of one objective-and-gradient
 evaluation on each side (the best of three) and the time ratios.
 

@@ -168,7 +168,8 @@ def _add_svtp_args(model, data, compare):
     else:
         model.add_argument("--model", choices=("svgp", "svtp", "gpr", "sgpr"), default="svgp",
                            help="'svgp' (sparse variational GP, --likelihood), 'svtp' "
-                                "(sparse variational Student-t process, seed 002), 'gpr' (the "
+                                "(sparse variational Student-t process, Xu, Zeng & Paisley "
+                                "2024), 'gpr' (the "
                                 "exact GP: O(n^3), use --max-train beyond a few thousand points) "
                                 "or 'sgpr' (Titsias' collapsed bound, O(n m^2)); gpr and sgpr "
                                 "are Gaussian-likelihood models trained on all the data at once "
@@ -182,7 +183,7 @@ def _add_svtp_args(model, data, compare):
 
 
 def _add_gvi_args(p, compare):
-    from gpnum.models._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+    from gpnum.models import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
 
     g = p.add_argument_group("generalised variational inference (gpnum.GVI)")
     if compare:

@@ -37,7 +37,7 @@ def _resume_model(args, X, dtype, xp):
     if not os.path.exists(args.resume):
         raise CLIError(f"--resume: file not found: {args.resume}")
     model = gpnum.load(args.resume, xp=xp, device=gpnum.backend.device_of(X))
-    state = getattr(model, "training_state", None)
+    state = model.training_state
     if state is None:
         raise CLIError(f"--resume {args.resume}: the checkpoint holds no training state (it was "
                        "not written by 'gpnum fit --save' or gpnum.fit)")
@@ -45,7 +45,7 @@ def _resume_model(args, X, dtype, xp):
         raise CLIError(f"--resume {args.resume}: the checkpoint is in "
                        f"{'float32' if model.dtype == xp.float32 else 'float64'}; pass the same "
                        "--dtype")
-    if getattr(model, "full_batch", False):
+    if model.full_batch:
         n_model, d_model = model.data()["X"].shape
     else:
         n_model, d_model = model.num_data, model.inducing_points.shape[-1]
@@ -89,9 +89,8 @@ def run(args):
     if kind in FULL_BATCH_MODELS:
         whitening = "n/a"
     else:
-        whitening = args.whitening if model is None else getattr(model, "whitening", "cholesky")
-    solver = (getattr(args, "solver", None) or "cholesky") if model is None else getattr(
-        model, "solver", "cholesky")
+        whitening = args.whitening if model is None else (model.whitening or "cholesky")
+    solver = (getattr(args, "solver", None) or "cholesky") if model is None else model.solver
     if kind == "gpr" and X.shape[0] > 10000 and solver == "cholesky":
         print(f"note: the exact GP costs O(n^3) = O({X.shape[0]}^3) per L-BFGS iteration and "
               f"{8e-9 * X.shape[0] ** 2:.1f} GB per n x n matrix; --max-train N or --model sgpr "

@@ -9,8 +9,8 @@
   seed gives the same batches, hence the same parameters, as the single-process run.
 """
 
-from gpnum.distributed._objective import chunk_futures, objective_and_grad, row_chunks
 from gpnum.distributed._exact import DaskKernelMatrix
 from gpnum.distributed._fit import fit
+from gpnum.distributed._objective import chunk_futures, objective_and_grad, row_chunks
 
 __all__ = ["DaskKernelMatrix", "chunk_futures", "fit", "objective_and_grad", "row_chunks"]

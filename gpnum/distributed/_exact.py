@@ -134,7 +134,7 @@ class DaskKernelMatrix(LinearOperator):
         client = self._client
         R_f = client.scatter([B.to_numpy(R)], hash=False, timeout=_SCATTER_TIMEOUT)[0]
         futures = [client.submit(_chunk_matmat, self._state, f, s, e, R_f, pure=False)
-                   for f, (s, e) in zip(self._chunks, self._ranges)]
+                   for f, (s, e) in zip(self._chunks, self._ranges, strict=True)]
         parts = client.gather(futures)
         return self._arr(np.concatenate(parts, axis=0))
 
@@ -153,7 +153,7 @@ class DaskKernelMatrix(LinearOperator):
         V_f = client.scatter([B.to_numpy(V)], hash=False, timeout=_SCATTER_TIMEOUT)[0]
         futures = [client.submit(_chunk_param_vjp, self._state, f, s, e, U_h[s:e], V_f,
                                  pure=False)
-                   for f, (s, e) in zip(self._chunks, self._ranges)]
+                   for f, (s, e) in zip(self._chunks, self._ranges, strict=True)]
         total = None
         for g in client.gather(futures):
             total = dict(g) if total is None else {k: total[k] + v for k, v in g.items()}
@@ -166,7 +166,7 @@ class DaskKernelMatrix(LinearOperator):
 def exact_objective_and_grad(model, X, y, client):
     """A GPR's CG log marginal likelihood and gradients with the kernel products on Dask
     (:func:`gpnum.distributed.objective_and_grad` for full-batch models)."""
-    if not callable(getattr(model, "cg_objective_and_grad", None)):
+    if model.cg_objective_and_grad is None:
         raise ValueError(f"{type(model).__name__} is a full-batch model without a "
                          "conjugate-gradient path: its objective cannot be split over workers "
                          "(gpnum.GPR(..., solver='cg') can)")

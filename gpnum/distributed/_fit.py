@@ -7,6 +7,7 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.distributed._exact import exact_objective_and_grad
 from gpnum.distributed._objective import _check_model, objective_and_grad, row_chunks
+from gpnum.models import check_model
 from gpnum.optim import fit as _fit
 
 __all__ = ["fit"]
@@ -82,7 +83,8 @@ def fit(model, X, y, client, *, optimizer=None, resume=False, **kwargs):
         As :func:`gpnum.fit`; ``model.training_state`` is set, so :func:`gpnum.save` writes a
         checkpoint that either this function or :func:`gpnum.fit` can resume.
     """
-    if getattr(model, "full_batch", False):
+    check_model(model, ("fit", "distributed"), caller="gpnum.distributed.fit")
+    if model.full_batch:
         return _fit_exact(model, X, y, client, optimizer, resume, kwargs)
     optimizer = "ngd" if optimizer is None else optimizer
     if optimizer not in ("ngd", "adam"):
@@ -119,7 +121,7 @@ def _fit_exact(model, X, y, client, optimizer, resume, kwargs):
     proxy whose objective is evaluated with the kernel products on the workers."""
     import distributed
 
-    if not callable(getattr(model, "cg_objective_and_grad", None)):
+    if model.cg_objective_and_grad is None:
         _check_model(model)  # the full-batch refusal, with its message
     X, y, _ = row_chunks(X, y)
     X, y = client.persist(X), client.persist(y)  # once: each evaluation then finds them there

@@ -14,6 +14,7 @@ import numpy as np
 from gpnum import backend as B
 from gpnum.checkpoint import model_from_state, model_state
 from gpnum.errors import ShapeError, describe_shape
+from gpnum.models import check_model
 
 __all__ = ["chunk_futures", "objective_and_grad", "row_chunks"]
 
@@ -33,10 +34,11 @@ def _require_dask():
 
 
 def _check_model(model):
-    if getattr(model, "full_batch", False):
+    check_model(model, ("distributed", "checkpoint"), caller="gpnum.distributed")
+    if model.full_batch:
         raise ValueError(f"{type(model).__name__} is a full-batch model: its objective is not a "
                          "sum over points, so it cannot be split over workers")
-    if not callable(getattr(model, "prior_term_and_grad", None)):
+    if model.prior_term_and_grad is None:
         raise TypeError(f"{type(model).__name__} has no prior_term_and_grad(): the model "
                         "protocol's split of the objective into a data term and a prior term "
                         "(docs/models.md) is what gpnum.distributed sums over workers")
@@ -156,7 +158,8 @@ def objective_and_grad(model, X, y, client, *, rows=None, scale=None, retries=3,
     (its ``K_ZZ`` factorisation included) for its chunks: the O(m^3) work is repeated per chunk,
     not divided, and chunks should hold many more rows than ``m``.
     """
-    if getattr(model, "full_batch", False):
+    check_model(model, ("distributed",), caller="gpnum.distributed.objective_and_grad")
+    if model.full_batch:
         # The exact GP by conjugate gradients: the kernel products, not a sum over points, are
         # what the workers share (gpnum/distributed/_exact.py).
         if rows is not None or scale is not None or return_data:
@@ -246,7 +249,7 @@ def _assemble(model, parts, with_data):
                 "AGA": stats["AGA"] + st["AGA"], "Ag_mu": stats["Ag_mu"] + st["Ag_mu"],
                 "g_var_max": np.maximum(stats["g_var_max"], st["g_var_max"])}
     out = {}
-    for k, v in params.items():
+    for k in params:
         out[k] = arr(total[k]) + grads[k] if k in grads else arr(total[k])
     value = value + arr(data_value)
     if not with_data:

@@ -14,6 +14,7 @@ from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._coregion import Coregion
 from gpnum.kernels._expression import KERNEL_NAMES, from_expression
 from gpnum.kernels._linear import Constant, Linear, White
+from gpnum.kernels._nested import ParentKernel
 from gpnum.kernels._periodic import Cosine, Periodic
 from gpnum.kernels._polynomial import Polynomial
 from gpnum.kernels._rq import RationalQuadratic
@@ -36,6 +37,7 @@ __all__ = [
     "Matern12",
     "Matern32",
     "Matern52",
+    "ParentKernel",
     "Periodic",
     "Polynomial",
     "Product",

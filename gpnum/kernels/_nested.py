@@ -50,6 +50,22 @@ class ParentKernel(Kernel):
     def _children(self) -> list:
         raise NotImplementedError
 
+    def children(self) -> list:
+        """``[(prefix, kernel)]``: the kernels this one is built from, each with the prefix of
+        its parameters' names (``"0"``, ``"1"``, ... for a sum; ``"base"`` for Periodic)."""
+        return list(self._children())
+
+    @classmethod
+    def from_children(cls, children, **kwargs):
+        """A kernel of this class from the kernels of :meth:`children` (in that order) and
+        the constructor's other arguments ``kwargs``."""
+        arg = getattr(cls, "_children_arg", None)  # how the constructor takes its children
+        if arg is None:
+            return cls(*children, **kwargs)
+        if arg == "base":
+            return cls(children[0], **kwargs)
+        return cls(list(children), **kwargs)
+
     def _leaves(self):
         own = [self] if self._param_names else []
         return own + [leaf for _, k in self._children() for leaf in k._leaves()]
@@ -84,7 +100,7 @@ class ParentKernel(Kernel):
 
     def _join(self, own: dict, parts: list) -> dict:
         out = dict(own)
-        for (prefix, _), d in zip(self._children(), parts):
+        for (prefix, _), d in zip(self._children(), parts, strict=True):
             out.update({f"{prefix}.{n}": v for n, v in d.items()})
         return out
 
@@ -100,7 +116,7 @@ class ParentKernel(Kernel):
         own, parts = self._split(values)
         out = [(self, n, self._convert_param(n, v)) for n, v in own.items()]
         try:
-            for (_, k), p in zip(self._children(), parts):
+            for (_, k), p in zip(self._children(), parts, strict=True):
                 out.extend(k._prepare(p))
         except KeyError as exc:
             raise KeyError(f"unknown parameter(s) in {sorted(map(str, values))}; this kernel "
@@ -116,7 +132,14 @@ class ParentKernel(Kernel):
         own, parts = self._split(values)
         own = self._as_arrays(own)
         own = from_unconstrained(own, self._positive)
-        return self._join(own, [k._natural(p) for (_, k), p in zip(self._children(), parts)])
+        return self._join(own, [k._natural(p)
+                                for (_, k), p in zip(self._children(), parts, strict=True)])
+
+    def positive_names(self) -> tuple:
+        """Own positive parameters and the children's, prefixed."""
+        own = tuple(n for n in self._param_names if n in self._positive)
+        return own + tuple(f"{prefix}.{n}" for prefix, k in self._children()
+                           for n in k.positive_names())
 
     def unconstrained(self) -> dict:
         """Own and the children's parameters in unconstrained form."""
@@ -133,7 +156,7 @@ class ParentKernel(Kernel):
         own = self._as_arrays(own)
         own = self._as_arrays(chain_to_unconstrained(own, self._own_values(), self._positive))
         return self._join(own, [k.grad_to_unconstrained(p)
-                                for (_, k), p in zip(self._children(), parts)])
+                                for (_, k), p in zip(self._children(), parts, strict=True)])
 
     @staticmethod
     def _prefixed(prefix, d: dict) -> dict:

@@ -20,7 +20,12 @@ from gpnum.likelihoods._base import Likelihood
 from gpnum.likelihoods._bernoulli import Bernoulli
 from gpnum.likelihoods._beta import Beta
 from gpnum.likelihoods._counts import NegativeBinomial, Poisson
-from gpnum.likelihoods._factory import LIKELIHOOD_NAMES, from_name
+from gpnum.likelihoods._factory import (
+    LIKELIHOOD_NAMES,
+    LIKELIHOOD_TARGETS,
+    canonical_name,
+    from_name,
+)
 from gpnum.likelihoods._gaussian import Gaussian
 from gpnum.likelihoods._heteroscedastic import HeteroscedasticGaussian
 from gpnum.likelihoods._laplace import Laplace
@@ -28,6 +33,8 @@ from gpnum.likelihoods._ordinal import Ordinal
 from gpnum.likelihoods._positive import Exponential, Gamma
 from gpnum.likelihoods._quadrature import gauss_hermite
 from gpnum.likelihoods._robust_max import RobustMax
+from gpnum.likelihoods._softmax import Softmax, normal_cubature_points
+from gpnum.likelihoods._student_t import StudentT
 from gpnum.special import (
     erfcx,
     log_gamma_half_ratio,
@@ -37,8 +44,6 @@ from gpnum.special import (
     logsumexp,
     ndtr,
 )
-from gpnum.likelihoods._softmax import Softmax, normal_cubature_points
-from gpnum.likelihoods._student_t import StudentT
 
 __all__ = [
     "Bernoulli",
@@ -48,6 +53,7 @@ __all__ = [
     "Gaussian",
     "HeteroscedasticGaussian",
     "LIKELIHOOD_NAMES",
+    "LIKELIHOOD_TARGETS",
     "Laplace",
     "Likelihood",
     "NegativeBinomial",
@@ -56,6 +62,7 @@ __all__ = [
     "RobustMax",
     "Softmax",
     "StudentT",
+    "canonical_name",
     "from_name",
     "normal_cubature_points",
     "erfcx",

@@ -16,8 +16,8 @@ from gpnum.models._sgpr import SGPR
 from gpnum.models._svgp import SVGP
 from gpnum.models._svtp import SVTP
 
-__all__ = ["MODELS", "build_model", "default_kernel", "default_likelihood",
-           "inducing_jitter"]
+__all__ = ["MODELS", "BuildOptionError", "build_model", "check_build_options", "default_kernel",
+           "default_likelihood", "inducing_jitter"]
 
 MODELS = ("svgp", "svtp", "gpr", "sgpr")
 
@@ -39,14 +39,12 @@ def default_likelihood(name, *, num_classes=None, xp=None, dtype=None, device=No
     other name of :func:`gpnum.likelihoods.from_name` (``poisson``, ``softmax``, ...) at that
     function's defaults; ``num_classes`` for ``softmax``, ``robust-max`` and ``ordinal``.
     """
-    key = str(name).strip().lower().replace("_", "").replace("-", "")
+    key = likelihoods.canonical_name(name)  # the one name table (gpnum.likelihoods)
     if key == "gaussian":
         return likelihoods.Gaussian(variance=0.693, xp=xp, dtype=dtype, device=device)
-    if key == "studentt":
+    if key == "student-t":
         return likelihoods.StudentT(df=5.0, scale=0.3, xp=xp, dtype=dtype, device=device)
-    if key == "bernoulli":
-        return likelihoods.Bernoulli(link="probit", xp=xp, dtype=dtype, device=device)
-    return likelihoods.from_name(name, num_classes=num_classes, xp=xp, dtype=dtype,
+    return likelihoods.from_name(key, num_classes=num_classes, xp=xp, dtype=dtype,
                                  device=device)
 
 
@@ -66,6 +64,56 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
                                        dtype=dtype, device=device)
     except ValueError as exc:
         raise ValueError(f"kernel: {exc}") from None
+
+
+class BuildOptionError(ValueError):
+    """An option of :func:`build_model` that the chosen model does not take (or a value it
+    cannot have); ``option`` names the argument (``"likelihood"``, ``"separate_inducing"``,
+    ``"solver"``, ``"cg_options"``, ``"num_inducing"``) so that a command line can name its own
+    flag."""
+
+    def __init__(self, option, message):
+        super().__init__(message)
+        self.option = option
+
+
+def check_build_options(model, *, likelihood=None, separate_inducing=False, solver=None,
+                        cg_options=None, num_inducing=None, num_data=None):
+    """The rules of :func:`build_model` that combine options, checked in this order before
+    anything is built: the full-batch models (``"gpr"``, ``"sgpr"``) take a Gaussian
+    likelihood only; ``separate_inducing`` is SVGP's; ``solver`` and ``cg_options`` are GPR's;
+    the inducing-point models take ``1 <= num_inducing <= num_data``.
+
+    ``likelihood`` is a name (resolved by :func:`gpnum.likelihoods.canonical_name`) or a
+    likelihood object; None skips that rule, as does ``num_data=None`` the last one.
+
+    Raises
+    ------
+    BuildOptionError
+    """
+    if model not in MODELS:
+        raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
+    if model in ("gpr", "sgpr") and likelihood is not None:
+        gaussian = (likelihoods.canonical_name(likelihood) == "gaussian"
+                    if isinstance(likelihood, str) else isinstance(likelihood,
+                                                                   likelihoods.Gaussian))
+        if not gaussian:
+            name = likelihood if isinstance(likelihood, str) else type(likelihood).__name__
+            raise BuildOptionError("likelihood", f"model {model!r} is a Gaussian-likelihood "
+                                   f"model; got likelihood {name}: use model='svgp' for other "
+                                   "likelihoods")
+    if separate_inducing and model != "svgp":
+        raise BuildOptionError("separate_inducing", f"separate_inducing: only model='svgp' has "
+                               "several latent functions with inducing points of their own, "
+                               f"got model={model!r}")
+    if model != "gpr" and (solver is not None or cg_options is not None):
+        given = "solver" if solver is not None else "cg_options"
+        raise BuildOptionError(given, f"{given}: only model='gpr' has a solver choice, got "
+                               f"model={model!r}")
+    if model != "gpr" and num_inducing is not None and num_data is not None \
+            and not 1 <= int(num_inducing) <= int(num_data):
+        raise BuildOptionError("num_inducing", f"num_inducing: {num_inducing} is not in "
+                               f"1..{num_data} (the training points)")
 
 
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
@@ -127,34 +175,25 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     -------
     SVGP, SVTP, GPR or SGPR
     """
-    if model not in MODELS:
-        raise ValueError(f"model: expected one of {', '.join(MODELS)}, got {model!r}")
-    if separate_inducing and model != "svgp":
-        raise ValueError(f"separate_inducing: only model='svgp' has several latent functions "
-                         f"with inducing points of their own, got model={model!r}")
-    if model != "gpr" and (solver is not None or cg_options is not None):
-        given = "solver" if solver is not None else "cg_options"
-        raise ValueError(f"{given}: only model='gpr' has a solver choice, got model={model!r}")
     xp = B.get_namespace(X)
     if X.ndim != 2:
         raise ValueError(f"X: expected shape (n, d), got {tuple(X.shape)}")
     n, d = X.shape
+    check_build_options(model, separate_inducing=separate_inducing, solver=solver,
+                        cg_options=cg_options)
     dtype, device = X.dtype, B.device_of(X)
     kern = default_kernel(kernel, d, xp=xp, dtype=dtype, device=device)
     if model in ("gpr", "sgpr"):
         if y is None:
             raise ValueError(f"model {model!r} holds its training data: pass y")
+        check_build_options(model, likelihood=likelihood)
         lik = (default_likelihood(likelihood, num_classes=num_classes, xp=xp, dtype=dtype,
                                   device=device)
                if isinstance(likelihood, str) else likelihood)
-        if not isinstance(lik, likelihoods.Gaussian):
-            raise ValueError(f"model {model!r} is a Gaussian-likelihood model; got likelihood "
-                             f"{type(lik).__name__}: use model='svgp' for other likelihoods")
         if model == "gpr":
             return GPR(kern, lik, X, y, solver="cholesky" if solver is None else solver,
                        cg_options=cg_options)
-    if not 1 <= int(num_inducing) <= n:
-        raise ValueError(f"num_inducing: {num_inducing} is not in 1..{n} (the training points)")
+    check_build_options(model, num_inducing=num_inducing, num_data=n)
     Z = inducing.kmeans(X, int(num_inducing), seed=seed)
     if model == "sgpr":
         return SGPR(kern, lik, X, y, Z)
@@ -165,7 +204,7 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
                               device=device)
            if isinstance(likelihood, str) else likelihood)
     if separate_inducing:
-        Z = xp.stack([Z] * int(getattr(lik, "num_latent", 1)))
+        Z = xp.stack([Z] * int(lik.num_latent))
     model = SVGP(kern, lik, Z, num_data=n, whitening=whitening, jitter=jitter,
                  ciq_options=ciq_options if whitening == "ciq" else None)
     if y is not None and isinstance(lik, (likelihoods.Poisson, likelihoods.NegativeBinomial)):

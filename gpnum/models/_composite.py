@@ -22,6 +22,7 @@ from gpnum.errors import (
 )
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
+from gpnum.models._protocol import ModelDefaults
 from gpnum.params import (
     Parameterised,
     chain_to_unconstrained,
@@ -32,7 +33,7 @@ from gpnum.params import (
 __all__ = ["ComposedParameters", "FullBatchGaussianModel"]
 
 
-class ComposedParameters(Parameterised):
+class ComposedParameters(ModelDefaults, Parameterised):
     """Mixin: own parameters plus those of the components named in ``_components``.
 
     Subclasses set ``_param_names`` / ``_positive`` for their own parameters (as for

@@ -5,9 +5,12 @@ from gpnum.optim._defaults import DEFAULT_RECIPE, TiedStep, default_epochs, defa
 from gpnum.optim._exact_recipe import fit_exact_gp
 from gpnum.optim._fit import History, TrainingState, evaluate, fit
 from gpnum.optim._gvi_recipe import gvi_by_selection
+from gpnum.optim._lbfgs import LBFGSResult, lbfgs
 from gpnum.optim._ngd import NaturalGradient, natural_statistics
 from gpnum.optim._schedules import PlateauDecay, constant, step_decay, warmup
 from gpnum.optim._select import InducingSelection, select_inducing
 
-__all__ = ["Adam", "DEFAULT_RECIPE", "TiedStep", "default_epochs", "default_schedules", "History", "InducingSelection", "NaturalGradient", "PlateauDecay", "TrainingState", "constant", "fit_exact_gp",
-           "evaluate", "fit", "gvi_by_selection", "natural_statistics", "select_inducing", "step_decay", "warmup"]
+__all__ = ["Adam", "DEFAULT_RECIPE", "TiedStep", "default_epochs", "default_schedules", "History",
+           "InducingSelection", "LBFGSResult", "NaturalGradient", "PlateauDecay", "TrainingState",
+           "constant", "fit_exact_gp", "evaluate", "fit", "gvi_by_selection", "lbfgs",
+           "natural_statistics", "select_inducing", "step_decay", "warmup"]

@@ -26,8 +26,8 @@ def fit_exact_gp(model, *, subset_size=2000, lbfgs_maxiter=100, subset_adam_step
     ----------
     model : gpnum.GPR
     subset_size : int
-        Points of the pretraining subset (Wang et al.: 10,000 on GPUs; a Cholesky GPR on this
-        machine is quick up to a few thousand).
+        Points of the pretraining subset (Wang et al.: 10,000 on GPUs; a Cholesky GPR on one
+        CPU is quick up to a few thousand).
     lbfgs_maxiter, subset_adam_steps, full_adam_steps : int
     lr : float
         Adam's learning rate (both Adam phases).
@@ -72,9 +72,8 @@ def fit_exact_gp(model, *, subset_size=2000, lbfgs_maxiter=100, subset_adam_step
                 out["subset"] = fit(sub, optimizer="lbfgs", maxiter=lbfgs_maxiter,
                                     progress=progress)
             except ValueError as err:
-                # L-BFGS-B can try a point where a positive parameter's softplus underflows
-                # to 0 (rejected by the parameter's check); Adam's small steps then go on
-                # from the start.
+                # L-BFGS-B's start can be refused (a kernel matrix that is not positive
+                # definite in float32); Adam's small steps then go on from the start.
                 warnings.warn(f"fit_exact_gp: L-BFGS-B on the subset stopped ({err}); "
                               "continuing with Adam from the initial values", RuntimeWarning,
                               stacklevel=2)

@@ -1,8 +1,10 @@
 """The training loop: minibatches, natural gradients for q alternating with Adam for the rest.
 
-The seed-000 protocol (Pleiss et al. 2020): each step takes one minibatch, one natural-gradient
-step on ``q(u')`` and one Adam step on every other parameter (kernel, likelihood, inducing points,
-mean), both from the same ELBO evaluation (as GPyTorch does with two optimisers on one loss).
+The protocol of Pleiss et al. (2020), "Fast matrix square roots with applications to Gaussian
+processes and Bayesian optimization" (NeurIPS), section 5: each step takes one minibatch, one
+natural-gradient step on ``q(u')`` and one Adam step on every other parameter (kernel,
+likelihood, inducing points, mean), both from the same ELBO evaluation (as GPyTorch does with
+two optimisers on one loss).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import warnings
 from dataclasses import dataclass, field
 
 from gpnum import backend as B
-from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.errors import ConvergenceWarning
+from gpnum.models import check_model
 from gpnum.optim import _defaults
 from gpnum.optim._adam import Adam
+from gpnum.optim._lbfgs import lbfgs
 from gpnum.optim._ngd import NaturalGradient
 
 __all__ = ["fit", "History", "TrainingState"]
@@ -42,6 +46,10 @@ class History:
     solver_warnings : int
         How many solver calls (CIQ's msMINRES, PCG) stopped short of their tolerance; they are
         reported once, as one ConvergenceWarning, at the end of :func:`fit`.
+    num_iter, num_eval : int
+        L-BFGS-B only: iterations and objective evaluations over all runs.
+    stop_reason : str or None
+        L-BFGS-B only: SciPy's message for the run kept, converged or not.
     """
 
     step_elbo: list = field(default_factory=list)
@@ -51,6 +59,9 @@ class History:
     first_epoch: int = 0
     stopped: str | None = None
     solver_warnings: int = 0
+    num_iter: int = 0
+    num_eval: int = 0
+    stop_reason: str | None = None
 
     @property
     def num_steps(self) -> int:
@@ -88,17 +99,10 @@ def _take(xp, a, idx, device):
     return xp.take(a, B.asarray(idx, dtype=xp.int64, xp=xp, device=device), axis=0)
 
 
-#: Parameters of q that natural gradients update (Adam must leave them alone under "ngd"),
-#: for models that do not name their own (SVGP).
-_Q_NAMES = ("q_mu", "q_sqrt", "q_theta1", "q_precision")
-
-
 def _natural_names(model):
-    """The parameters natural gradients own: the model's ``natural_gradient_names`` when it
-    declares them (the protocol extension of models with their own natural-gradient step,
-    docs/models.md), else SVGP's :data:`_Q_NAMES`."""
-    names = getattr(model, "natural_gradient_names", None)
-    return _Q_NAMES if names is None else tuple(names)
+    """The parameters natural gradients own (Adam leaves them alone under "ngd"):
+    ``model.natural_gradient_names`` (gpnum.models.Model)."""
+    return tuple(model.natural_gradient_names)
 
 
 def _first_nonfinite(xp, named):
@@ -132,7 +136,7 @@ def _check_fixed(model, fixed, optimizer):
 def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, optimizer=None,
         lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule="plateau", gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
-        clip_curvature=True, fixed=(), maxiter=1000):
+        clip_curvature=True, fixed=(), maxiter=1000, n_restarts=0, coordinates="log"):
     """Train a model of the model protocol (docs: "Adding a model").
 
     Minibatch models (SVGP) by stochastic variational inference; full-batch models (GPR, SGPR:
@@ -153,12 +157,13 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     batch_size : int
     optimizer : {"ngd", "adam", "lbfgs"}, optional
         ``"ngd"`` (default for minibatch models): natural gradients for ``q`` alternating with
-        Adam for everything else (the seed-000 protocol; a model with its own natural gradient,
-        SVTP, declares ``natural_gradient_names`` and takes the step in
+        Adam for everything else (the protocol of Pleiss et al. 2020; a model with its own
+        natural gradient, SVTP, declares ``natural_gradient_names`` and takes the step in
         ``natural_gradient_step``: docs "Models"); ``"adam"``: Adam on every parameter;
         ``"lbfgs"`` (default for full-batch models, and only for them): SciPy's L-BFGS-B on the
-        host vector of unconstrained parameters, up to ``maxiter`` iterations (the model itself
-        stays on its backend).
+        host vector of the free parameters, positive ones in log coordinates, the objective
+        per data point, up to ``maxiter`` iterations per run (:func:`gpnum.optim.lbfgs`; the
+        model itself stays on its backend).
     lr : float
         Adam's learning rate (or its initial value under ``lr_schedule``).
     gamma : float
@@ -174,7 +179,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         natural-gradient step are cut by 0.3, at most twice, when the training objective per
         data point has not improved for max(2 epochs, 100 steps)
         (:func:`gpnum.optim.default_schedules`); None: constant; or a callable such as
-        :func:`gpnum.optim.step_decay` (the seed-000 decay at epochs 1, 5, 10, 15),
+        :func:`gpnum.optim.step_decay` (the decay of Pleiss et al. 2020 at epochs 1, 5, 10, 15),
         :func:`gpnum.optim.warmup` or a :class:`gpnum.optim.PlateauDecay`.
     gamma_schedule : callable, optional
         ``step -> gamma``. Default: tied to ``lr_schedule="plateau"``'s cuts, else constant.
@@ -202,7 +207,14 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         Parameter names (as in ``model.parameters()``, e.g. ``"likelihood.variance"``,
         ``"inducing_points"``) held bit-identical: no optimiser touches them.
     maxiter : int
-        L-BFGS-B iterations (``optimizer="lbfgs"`` only).
+        L-BFGS-B iterations per run (``optimizer="lbfgs"`` only).
+    n_restarts : int
+        ``optimizer="lbfgs"`` only: further runs from positive parameters drawn uniformly in
+        the optimiser's coordinates (seeded by ``seed``); the best run is kept
+        (:func:`gpnum.optim.lbfgs`).
+    coordinates : {"log", "softplus"}
+        ``optimizer="lbfgs"`` only: positive parameters in log coordinates (default, as
+        scikit-learn) or in the model's softplus-unconstrained view.
 
     Returns
     -------
@@ -217,7 +229,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     A non-finite ELBO or parameter stops training with the parameters of the last good step
     restored and a warning naming the parameter.
     """
-    full_batch = bool(getattr(model, "full_batch", False))
+    check_model(model, ("fit",), caller="gpnum.fit")
+    full_batch = bool(model.full_batch)
     if optimizer is None:
         optimizer = "lbfgs" if full_batch else "ngd"
     if optimizer not in ("ngd", "adam", "lbfgs"):
@@ -242,7 +255,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         X, y = model.check_data(data["X"] if X is None else X, data["y"] if y is None else y)
         batch_size = X.shape[0]
         if optimizer == "lbfgs":
-            return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks)
+            return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks, coordinates,
+                              int(n_restarts), seed)
     elif batches is None:
         if X is None or y is None:
             raise ValueError("fit: pass X and y, or a batches callable")
@@ -259,7 +273,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         if gamma_schedule is None:
             gamma_schedule = tied
     if resume:
-        state = getattr(model, "training_state", None)
+        state = model.training_state
         if state is None:
             raise ValueError("resume=True but the model has no training_state (train or load a "
                              "checkpoint first)")
@@ -285,8 +299,8 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
             lr_schedule.load_state_dict(state.schedule)
         elif not resume:
             lr_schedule.reset()
-    if state.ngd is None and hasattr(model, "to_cholesky"):
-        model.to_cholesky()  # Adam works on q_mu, q_sqrt
+    if state.ngd is None:
+        model.to_cholesky()  # Adam works on q_mu, q_sqrt (a no-op for models without q)
     model.training_state = state
     rng = B.default_rng(state.seed)
     rng.set_state(state.rng_state)
@@ -316,7 +330,7 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
     t_start = time.perf_counter()
     steps_per_epoch = None if batches is not None else -(-X.shape[0] // batch_size)
     bar = _Progress(progress, epochs, state.epoch, steps_per_epoch,
-                    label=getattr(model, "objective_name", "elbo"))
+                    label=model.objective_name)
     try:
         for epoch in range(state.epoch, epochs):
             if lr_schedule is not None:
@@ -343,7 +357,7 @@ def _fit_loop(model, X, y, state, history, rng, epochs, batch_size, lr_schedule,
             state.epoch = epoch + 1
             state.rng_state = rng.get_state()
             history.epoch_elbo.append(sum(elbos) / max(len(elbos), 1))
-            metrics = {"objective": -history.epoch_elbo[-1] / getattr(model, "num_data", 1)}
+            metrics = {"objective": -history.epoch_elbo[-1] / model.num_data}
             if X_val is not None and y_val is not None:
                 history.val.append(evaluate(model, X_val, y_val))
                 metrics.update(history.val[-1])
@@ -414,91 +428,25 @@ def _stop(model, state, xp, *, value=None, grads=None, hyper_u=None, params=None
         state.last_error = f"non-finite gradient of {_first_nonfinite(xp, hyper_u)}"
 
 
-def _flat(arrays, names):
-    import numpy as np
-
-    return np.concatenate([np.ravel(B.to_numpy(arrays[k])).astype(np.float64) for k in names])
-
-
-def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks):
-    """Full-batch training by SciPy's L-BFGS-B on the host vector of unconstrained parameters."""
-    import numpy as np
-    from scipy.optimize import minimize
-
-    xp = model.xp
-    start = model.unconstrained()
-    names = [k for k in start if k not in set(fixed)]
-    shapes = {k: tuple(v.shape) for k, v in start.items()}
-    sizes = [int(np.prod(shapes[k])) if shapes[k] else 1 for k in names]
+def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks, coordinates, n_restarts, seed):
+    """Full-batch training by the L-BFGS-B driver (:func:`gpnum.optim.lbfgs`)."""
     history = History()
     t_start = time.perf_counter()
-    last = {}
 
-    def unflatten(x):
-        out, i = {}, 0
-        for k, size in zip(names, sizes):
-            out[k] = B.asarray(x[i:i + size].reshape(shapes[k]), dtype=model.dtype, xp=xp,
-                               device=model.device)
-            i += size
-        return out
-
-    def objective(x):
-        # The start is evaluated unprotected, so that a genuine error (bad data, a bug) is
-        # raised, not hidden as an infinitely bad point.
-        first = not last.get("started")
-        last["started"] = True
-        try:
-            # A trial point can be refused (a parameter that is not finite, or a value the
-            # model rejects): like a non-PSD one below, it is infinitely bad, never an error.
-            model.set_unconstrained(unflatten(x))
-        except ValueError:
-            if first:
-                raise
-            return np.inf, np.zeros_like(x)
-        try:
-            with warnings.catch_warnings():
-                if not first:
-                    # a line search's trial point may be extreme (a lengthscale of 1e-198 on a
-                    # categorical column): NumPy's overflow warnings there are not the user's
-                    # concern, the point is scored (Inf, NaN or NotPSDError: infinitely bad)
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                value, grads = model.objective_and_grad(X, y, validate=False)
-        except NotPSDError:
-            # A trial point past the positive-definite region (e.g. a noise variance driven
-            # towards 0): infinitely bad, so that the line search backs off from it.
-            return np.inf, np.zeros_like(x)
-        except ValueError:
-            # A trial point whose kernel matrix overflowed (float32 with an extreme
-            # lengthscale or variance gives Inf or NaN entries): as bad as a non-finite value.
-            if first:
-                raise
-            return np.inf, np.zeros_like(x)
-        g_u = model.grad_to_unconstrained({k: grads[k] for k in names})
-        v = float(value)
-        g = _flat(g_u, names)
-        if not (math.isfinite(v) and np.all(np.isfinite(g))):
-            return np.inf, np.zeros_like(x)  # L-BFGS-B's line search backs off
-        last["value"] = v
-        return -v, -g
-
-    def record(xk):
-        history.step_elbo.append(last.get("value", float("nan")))
+    def record(value):
+        history.step_elbo.append(value)
         history.step_time.append(time.perf_counter() - t_start)
 
-    x0 = _flat(start, names)
-    res = minimize(objective, x0, jac=True, method="L-BFGS-B", callback=record,
-                   options={"maxiter": maxiter})
-    try:
-        model.set_unconstrained(unflatten(res.x))
-    except ValueError:
-        # L-BFGS-B returns its best point, which was scored; a refusal here means it never
-        # left the start.
-        model.set_unconstrained({k: start[k] for k in names})
-    history.epoch_elbo.append(float(model.objective_and_grad(X, y, validate=False)[0]))
-    if not res.success:
-        history.stopped = f"L-BFGS-B: {res.message}"
-        warnings.warn(f"fit: L-BFGS-B stopped without converging after {res.nit} iterations: "
-                      f"{res.message}", ConvergenceWarning, stacklevel=3)
+    result = lbfgs(model, X, y, fixed=fixed, coordinates=coordinates, maxiter=maxiter,
+                   n_restarts=n_restarts, seed=seed, callback=record, warn=False)
+    history.epoch_elbo.append(result.objective)
+    history.num_iter, history.num_eval = result.num_iter, result.num_eval
+    history.stop_reason = result.stop_reason
+    if not result.converged:
+        history.stopped = f"L-BFGS-B: {result.stop_reason}"
+        warnings.warn(f"fit: L-BFGS-B stopped without converging after "
+                      f"{result.runs[result.best_run]['num_iter']} iterations: "
+                      f"{result.stop_reason}", ConvergenceWarning, stacklevel=3)
     for cb in callbacks:
         cb(model, history, 0)
     return history

@@ -1,4 +1,6 @@
-"""Seed 001's GVI pipeline in one call: Algorithm 2 fits the regulariser, then a GVI is built."""
+"""The GVI pipeline of J. Wu (2023), "Generalised variational inference for Gaussian
+processes", MSc thesis, UCL (after Wild et al. 2022), in one call: its Algorithm 2 fits the
+regulariser, then a GVI is built."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ __all__ = ["gvi_by_selection"]
 
 def gvi_by_selection(X, y, kernel, likelihood, num_inducing, *, method="gpr", max_rounds=5,
                      noise_variance=0.1, **options):
-    """A GVI model whose regulariser ``P`` is fitted by seed 001's Algorithm 2.
+    """A GVI model whose regulariser ``P`` is fitted by Algorithm 2 of Wu (2023).
 
     :func:`select_inducing` alternates greedy-variance selection of ``Z`` with type-II maximum
     likelihood of ``kernel`` (fitted in place) on real responses: ``y`` itself for a Gaussian

@@ -1,7 +1,8 @@
 """Natural-gradient steps for the variational distribution of an SVGP.
 
 Salimbeni, Eleftheriadis & Hensman (2018), "Natural gradients in practice"; the O(J m^2) variant
-of the seed-000 study (Pleiss et al. 2020, appendix on NGD). Design notes, section 4.2.
+of Pleiss et al. (2020), "Fast matrix square roots with applications to Gaussian processes and
+Bayesian optimization" (NeurIPS), appendix on natural gradients.
 
 With natural parameters ``theta1 = S^{-1} m``, ``theta2 = -1/2 S^{-1}`` and the ELBO's
 gradients ``g_mu``, ``g_var`` w.r.t. each point's marginal mean and variance (already scaled by
@@ -35,8 +36,7 @@ import warnings
 
 from gpnum.backend import blas_pool, get_namespace, matmul
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.models._distributions import (precision_to_q_sqrt, project_latents,
-                                         q_sqrt_to_precision)
+from gpnum.models import check_model, precision_to_q_sqrt, project_latents, q_sqrt_to_precision
 
 __all__ = ["NaturalGradient"]
 
@@ -56,11 +56,11 @@ def natural_statistics(data, clip_curvature=True):
     if clip_curvature:
         g_var = xp.minimum(g_var, xp.zeros_like(g_var))
     if A.ndim == 3:
-        AGA = xp.stack([matmul(A[l, ...] * g_var[:, l][None, :], A[l, ...].T)
-                        for l in range(g_var.shape[1])])
+        AGA = xp.stack([matmul(A[j, ...] * g_var[:, j][None, :], A[j, ...].T)
+                        for j in range(g_var.shape[1])])
         return {"AGA": AGA, "Ag_mu": project_latents(A, g_mu),
                 "g_var_max": xp.max(g_var, axis=0)}
-    AGA = xp.stack([matmul(A * g_var[:, l][None, :], A.T) for l in range(g_var.shape[1])])
+    AGA = xp.stack([matmul(A * g_var[:, j][None, :], A.T) for j in range(g_var.shape[1])])
     return {"AGA": AGA, "Ag_mu": xp.matrix_transpose(matmul(A, g_mu)),
             "g_var_max": xp.max(g_var, axis=0)}
 
@@ -142,7 +142,7 @@ class NaturalGradient:
 
     def prepare(self, model) -> None:
         """Put the model's q in the form this method works on."""
-        if callable(getattr(model, "natural_gradient_step", None)):
+        if model.natural_gradient_step is not None:
             return  # the model takes its own steps (protocol extension): no form to set
         if self.method == "krylov":
             model.to_natural()
@@ -170,12 +170,13 @@ class NaturalGradient:
         """
         # The statistics' products in the pool of the method's own work (gpnum.backend.
         # blas_pool): SciPy's Cholesky of the precision (dense), NumPy's PCG (krylov).
+        check_model(model, ("fit",), caller="NaturalGradient.step")
         with blas_pool("numpy" if self.method == "krylov" else "scipy"):
             return self._step(model, X, y, data)
 
     def _step(self, model, X, y, data):
-        own_step = getattr(model, "natural_gradient_step", None)
-        if callable(own_step):
+        own_step = model.natural_gradient_step
+        if own_step is not None:
             # Protocol extension (docs/models.md): a model with its own Fisher (SVTP) takes the
             # step itself, from its objective's gradients, with its own step-size guard.
             if data is None:
@@ -210,18 +211,18 @@ class NaturalGradient:
         else:
             th, P = model.q_natural()
         used = gamma
-        for l in range(model.num_latent):
+        for lat in range(model.num_latent):
             # Positive definite by construction (module docstring): no check solve needed.
-            certain = self.method == "krylov" and float(g_var_max[l]) <= 0.0
-            target_P = eye - 2.0 * AGA[l, ...]
-            target_t1 = Ag_mu[l, ...] - 2.0 * matmul(AGA[l, ...], q_mean[l, ...])
+            certain = self.method == "krylov" and float(g_var_max[lat]) <= 0.0
+            target_P = eye - 2.0 * AGA[lat, ...]
+            target_t1 = Ag_mu[lat, ...] - 2.0 * matmul(AGA[lat, ...], q_mean[lat, ...])
             if P is None:
-                P_l = q_sqrt_to_precision(q_sqrt[l, ...])
-                t1_l = matmul(P_l, q_mu[l, ...])
+                P_l = q_sqrt_to_precision(q_sqrt[lat, ...])
+                t1_l = matmul(P_l, q_mu[lat, ...])
             else:
-                P_l, t1_l = P[l, ...], th[l, ...]
+                P_l, t1_l = P[lat, ...], th[lat, ...]
             g = gamma
-            for attempt in range(self.max_rejections + 1):
+            for _attempt in range(self.max_rejections + 1):
                 cand_P = (1.0 - g) * P_l + g * target_P
                 cand_t1 = (1.0 - g) * t1_l + g * target_t1
                 if certain:
@@ -234,7 +235,7 @@ class NaturalGradient:
                 g = 0.5 * g
             else:
                 raise NotPSDError(
-                    f"natural-gradient step left the positive-definite cone for latent {l} even "
+                    f"natural-gradient step left the positive-definite cone for latent {lat} even "
                     f"with gamma reduced to {2 * g:.3g} (from {gamma:.3g}); use a smaller gamma or "
                     f"a warm-up schedule")
             used = min(used, g)

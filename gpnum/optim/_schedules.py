@@ -4,7 +4,7 @@ The fixed schedules hold no state, so a resumed run gets the same value from the
 :class:`PlateauDecay` adapts to the validation metrics :func:`gpnum.fit` records; its few
 numbers of state travel in the training state (and so in checkpoints). Typical use::
 
-    lr = step_decay(0.01, milestones=[1, 5, 10, 15])      # seed 000: 10x decay at these epochs
+    lr = step_decay(0.01, milestones=[1, 5, 10, 15])      # Pleiss et al. 2020: 10x decay at these epochs
     gamma = warmup(0.1, num_steps=20)                     # natural-gradient step size
     for epoch in range(epochs):
         adam.lr = lr(epoch)
@@ -12,7 +12,6 @@ numbers of state travel in the training state (and so in checkpoints). Typical u
 """
 
 from __future__ import annotations
-
 
 from gpnum.errors import check_int, check_positive
 
@@ -50,7 +49,7 @@ class StepDecay:
                 raise
             raise TypeError(f"milestones: expected a sequence of integers >= 0, got "
                             f"{milestones!r}") from None
-        if any(b <= a for a, b in zip(marks, marks[1:])):
+        if any(b <= a for a, b in zip(marks, marks[1:], strict=False)):
             raise ValueError(f"milestones: expected strictly increasing integers, got {marks}")
         self.milestones = tuple(marks)
         factor = check_positive(factor, "factor")
@@ -102,7 +101,7 @@ def constant(value) -> Constant:
 def step_decay(value, milestones, factor=0.1) -> StepDecay:
     """Piecewise-constant decay: ``t -> value * factor ** #{milestones <= t}``.
 
-    The step-size schedule of seed 000 (after the SVGP experiments of Pleiss et al. 2020): Adam's
+    The step-size schedule of the SVGP experiments of Pleiss et al. (2020): Adam's
     learning rate 0.01, decayed 10x at epochs 1, 5, 10 and 15, i.e.
     ``step_decay(0.01, [1, 5, 10, 15])``; epochs are counted from 0, so epoch 0 uses ``value``
     and epoch 1 already the first decayed value.

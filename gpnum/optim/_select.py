@@ -1,9 +1,9 @@
-"""The seed-001 Algorithm 2: inducing points and the regulariser's kernel, chosen together.
+"""Algorithm 2 of Wu (2023): inducing points and the regulariser's kernel, chosen together.
 
 Greedy-variance selection (Burt, Rasmussen & van der Wilk 2020; :func:`gpnum.inducing.
 greedy_variance`) alternating with type-II maximum likelihood of the kernel (an exact
 :class:`gpnum.GPR` on the selected points and their responses), until the selected set stops
-changing (seed 001, Algorithm "Prior Kernel Learning and Inducing Points Selection": "iterating
+changing (Wu 2023, MSc thesis, UCL, after Wild et al. 2022; Algorithm "Prior Kernel Learning and Inducing Points Selection": "iterating
 until the inducing points do not change", rather than Burt et al.'s ELBO test). It lives with the
 optimisers because the type-II step is a training run (:func:`gpnum.fit`, L-BFGS-B).
 """
@@ -14,8 +14,8 @@ import warnings
 from dataclasses import dataclass
 
 from gpnum import backend as B
-from gpnum.inducing import greedy_variance
 from gpnum.errors import ConvergenceWarning, NotPSDError
+from gpnum.inducing import greedy_variance
 
 __all__ = ["InducingSelection", "select_inducing"]
 
@@ -55,7 +55,7 @@ class InducingSelection:
 
 def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxiter=200,
                     noise_floor=1e-4, method="gpr"):
-    """Seed 001's Algorithm 2: greedy variance <-> type-II ML until the set is stable.
+    """Algorithm 2 of Wu (2023): greedy variance <-> type-II ML until the set is stable.
 
     ``Z_0 = GreedyVariance(X, k_theta0)``; then repeat: fit ``theta`` by maximising the exact GP
     marginal likelihood of ``(Z_t, y[Z_t])``; ``Z_{t+1} = GreedyVariance(X, k_theta)``; stop when
@@ -92,8 +92,8 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     -------
     InducingSelection
     """
-    from gpnum.optim._fit import fit
     from gpnum.models import GPR, SGPR
+    from gpnum.optim._fit import fit
 
     if method not in ("gpr", "sgpr"):
         raise ValueError(f"method: expected 'gpr' or 'sgpr', got {method!r}")
@@ -104,14 +104,15 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
     mean = 0.0
     converged = cycled = False
     seen = {frozenset(B.to_numpy(idx).tolist())}
-    it = 0
-    for it in range(1, int(max_iter) + 1):
-        take = lambda a: xp.take(a, idx, axis=0)  # noqa: E731
+    rounds = 0
+    for _ in range(int(max_iter)):
+        rounds += 1
+        X_sel = xp.take(X, idx, axis=0)
         if method == "gpr":
-            gpr = GPR(kernel, likelihood, take(X), take(y), mean=mean)
+            gpr = GPR(kernel, likelihood, X_sel, xp.take(y, idx, axis=0), mean=mean)
             fixed = ()
         else:
-            gpr = SGPR(kernel, likelihood, X, y, take(X), mean=mean)
+            gpr = SGPR(kernel, likelihood, X, y, X_sel, mean=mean)
             fixed = ("inducing_points",)
         start = gpr.parameters()
         with warnings.catch_warnings():
@@ -124,7 +125,8 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
                 fit(gpr, maxiter=maxiter, progress=False, fixed=fixed)
             except (ValueError, NotPSDError):
                 # m points can be interpolated: the marginal likelihood then drives the noise
-                # to 0 (softplus underflows). Hold it at the floor and fit the kernel alone.
+                # to 0 (the kernel matrix stops being positive definite). Hold it at the floor
+                # and fit the kernel alone.
                 gpr.set_parameters({**start, "likelihood.variance": noise_floor})
                 fit(gpr, maxiter=maxiter, progress=False,
                     fixed=fixed + ("likelihood.variance",))
@@ -144,9 +146,9 @@ def select_inducing(X, y, kernel, likelihood, num_inducing, *, max_iter=10, maxi
             break
         seen.add(key)
     if not converged:
-        why = "returned to an earlier set (a cycle)" if cycled else f"still changed after {it} rounds"
+        why = "returned to an earlier set (a cycle)" if cycled else f"still changed after {rounds} rounds"
         warnings.warn(f"select_inducing: the inducing set {why}; keeping the last one",
                       ConvergenceWarning, stacklevel=2)
     return InducingSelection(inducing_points=xp.take(X, idx, axis=0), indices=idx,
                              inducing_targets=xp.take(y, idx, axis=0), kernel=kernel,
-                             likelihood=likelihood, mean=mean, num_iter=it, converged=converged)
+                             likelihood=likelihood, mean=mean, num_iter=rounds, converged=converged)
