@@ -174,3 +174,19 @@ def test_expression_terms_of_one_kind_part_with_data_starts():
         same = np.isclose(float(g["kernel.0.lengthscale"]), float(g["kernel.1.lengthscale"]),
                           rtol=1e-12)
         assert same == equal
+
+
+def test_build_model_starts_full_batch_kernels_from_the_data():
+    """build_model's GPR and SGPR kernels start from the data's scales (from_expression's
+    rule, recomputed here); an SVGP's from every parameter at 1 (the default recipe's start)."""
+    from gpnum.models import build_model
+
+    rng = np.random.default_rng(13)
+    X = rng.uniform(0.0, 10.0, (30, 2))
+    y = 5.0 * np.sin(X[:, 0]) + rng.normal(size=30)
+    gpr = build_model(X, y, model="gpr", kernel="rbf")
+    p = {k: B.to_numpy(v) for k, v in gpr.kernel.parameters().items()}
+    np.testing.assert_allclose(p["variance"], y.var(), rtol=1e-12)
+    np.testing.assert_allclose(p["lengthscale"], 0.2 * (X.max(0) - X.min(0)), rtol=1e-12)
+    svgp = build_model(X, y, model="svgp", kernel="rbf", num_inducing=5)
+    assert all(np.all(B.to_numpy(v) == 1.0) for v in svgp.kernel.parameters().values())

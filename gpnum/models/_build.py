@@ -48,10 +48,11 @@ def default_likelihood(name, *, num_classes=None, xp=None, dtype=None, device=No
                                  device=device)
 
 
-def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
+def default_kernel(kernel, input_dim, *, X=None, y=None, xp=None, dtype=None, device=None):
     """``kernel`` itself if it is a gpnum kernel, else the kernel its expression names
     (:func:`gpnum.kernels.from_expression`, e.g. ``"matern52"`` or ``"rbf + rbf*periodic +
-    white"``) with ``input_dim`` ARD lengthscales and every parameter at 1."""
+    white"``) with ``input_dim`` ARD lengthscales: every parameter at 1, or, given the training
+    data ``X`` (n, d) and ``y`` (n,), started from their scales (from_expression's notes)."""
     if isinstance(kernel, kernels.Kernel):
         return kernel
     if not isinstance(kernel, str):
@@ -60,8 +61,8 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
     xp = B.namespace() if xp is None else xp
     dtype = B.default_dtype(xp) if dtype is None else dtype
     try:
-        return kernels.from_expression(kernel, input_dim=int(input_dim), ard=True, xp=xp,
-                                       dtype=dtype, device=device)
+        return kernels.from_expression(kernel, input_dim=int(input_dim), ard=True, X=X, y=y,
+                                       xp=xp, dtype=dtype, device=device)
     except ValueError as exc:
         raise ValueError(f"kernel: {exc}") from None
 
@@ -134,8 +135,9 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         (exact; ``likelihood`` must be Gaussian) or :class:`SGPR` (Titsias' collapsed bound).
     kernel : str or gpnum kernel
         An expression of kernel names (``"matern52"``, ``"rbf + rbf*periodic + white"``; see
-        :func:`gpnum.kernels.from_expression`: ARD, every parameter at 1) or a kernel object,
-        used as given.
+        :func:`gpnum.kernels.from_expression`: ARD; for ``"gpr"`` and ``"sgpr"`` started from
+        the scales of ``X`` and ``y``, for the minibatch models every parameter at 1) or a
+        kernel object, used as given.
     likelihood : str or gpnum likelihood
         A name for :func:`default_likelihood` (``gaussian``, ``poisson``, ``softmax``, ...),
         or a likelihood object. A likelihood with several latent functions (``softmax``,
@@ -182,7 +184,11 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
     check_build_options(model, separate_inducing=separate_inducing, solver=solver,
                         cg_options=cg_options)
     dtype, device = X.dtype, B.device_of(X)
-    kern = default_kernel(kernel, d, xp=xp, dtype=dtype, device=device)
+    # The full-batch models hold their data, and their kernel starts from its scales (the
+    # minibatch models' recipe was tuned from every parameter at 1 on standardised data).
+    full = model in ("gpr", "sgpr") and y is not None
+    kern = default_kernel(kernel, d, X=X if full else None, y=y if full else None, xp=xp,
+                          dtype=dtype, device=device)
     if model in ("gpr", "sgpr"):
         if y is None:
             raise ValueError(f"model {model!r} holds its training data: pass y")
