@@ -1,6 +1,6 @@
-"""Deprecated alias of :mod:`gpnum.models` (the models moved there in 0.2; GPR and SGPR are not
-variational, so the old name did not say what the folder holds). Import from ``gpnum`` or
-``gpnum.models`` instead; this alias will be removed in a later release."""
+"""Deprecated alias of :mod:`gpnum.models` (the models moved there before the 0.1.0 release;
+GPR and SGPR are not variational, so the old name did not say what the folder holds). Import
+from ``gpnum`` or ``gpnum.models`` instead; this alias will be removed in a later release."""
 
 import warnings
 

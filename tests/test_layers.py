@@ -1,4 +1,4 @@
-"""The layer order of design.md section 1: each layer imports only the layers above it.
+"""The layer order of docs/architecture.md: each layer imports only the layers above it.
 
 The walk reads every module's source (function-level imports included, since a lazy import is
 still a dependency) and maps ``gpnum.<package>`` to its layer. Two corrections to the design

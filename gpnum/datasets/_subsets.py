@@ -86,7 +86,8 @@ def holdout(X, y, fraction=0.1, *, seed=0):
 
 def add_outliers(y, fraction, *, seed=0, scale=3.0):
     """``y`` with ``round(fraction n)`` entries shifted by ``+-scale * std(y)`` (random signs):
-    gross errors in the targets, for robustness studies (seed 002's outlier experiment).
+    gross errors in the targets, for robustness studies (the outlier experiment of Xu, Zeng &
+    Paisley 2024).
 
     Parameters
     ----------

@@ -6,7 +6,8 @@ as a matrix (``Sq=``, ``Sp=``) or as a lower Cholesky factor (``Lq=``, ``Lp=``):
 :func:`bhattacharyya_mvn`, :func:`hellinger_mvn` (squared), :func:`renyi_mvn`, and the GWI batch
 estimate :func:`wasserstein_gwi`.
 
-Per point ("projected", seed 001 section 6), elementwise over means and variances (n,):
+Per point ("projected"; J. Wu 2023, "Generalised variational inference for Gaussian
+processes", MSc thesis, UCL, section 6), elementwise over means and variances (n,):
 :func:`kl_normal`, :func:`wasserstein_normal`, :func:`bhattacharyya_normal`,
 :func:`hellinger_normal`, :func:`renyi_normal`, :func:`squared_difference_normal`.
 

@@ -156,7 +156,7 @@ def _whitened(m, L, validate, want_grad):
 def kl_whitened(m, L, *, validate=True):
     """KL(N(m, L L^T) || N(0, I)): the KL term of the whitened SVGP ELBO.
 
-    ``1/2 [m^T m + tr(L L^T) - M - log|L L^T|]`` (Hensman et al. 2015; design notes 4.1),
+    ``1/2 [m^T m + tr(L L^T) - M - log|L L^T|]`` (Hensman, Matthews & Ghahramani 2015),
     computed as ``1/2 [m^T m + sum_{i>j} L_ij^2 + sum_i (L_ii^2 - 1 - 2 log|L_ii|)]`` so that no
     large terms cancel. O(M^2), no factorisation.
 

@@ -1,6 +1,7 @@
 """Per-point ("projected") divergences between univariate Gaussians, elementwise over arrays.
 
-For the projected regularisers of seed 001 (section 6): ``Q_n = N(mq_n, vq_n)`` and
+For the projected regularisers of J. Wu (2023, "Generalised variational inference for
+Gaussian processes", MSc thesis, UCL, section 6): ``Q_n = N(mq_n, vq_n)`` and
 ``P_n = N(mp_n, vp_n)`` are the marginals of a variational GP and a prior GP at input ``x_n``,
 and the regulariser is ``sum_n D(Q_n, P_n)``. Every function takes means and *variances* of one
 shape (n,), returns the per-point values or their sum or mean (``reduction``), and comes with
@@ -319,7 +320,8 @@ kl_normal.__doc__ = _doc(
     """KL(Q_n || P_n) per point, between ``Q_n = N(mq_n, vq_n)`` and ``P_n = N(mp_n, vp_n)``.
 
     ``KL = log(sp/sq) + (vq + (mq - mp)^2) / (2 vp) - 1/2`` with ``sq = sqrt(vq)``,
-    ``sp = sqrt(vp)`` (design notes 4.5; the seed's version has the directions mixed up), computed
+    ``sp = sqrt(vp)`` (the textbook form, docs/divergences.md; Wu (2023) writes
+    ``log(s_q^2/s_p^2)``, the directions mixed up), computed
     as ``1/2 [x - log1p(x) + (mq - mp)^2 / vp]`` with ``x = (vq - vp) / vp``.""")
 wasserstein_normal.__doc__ = _doc(
     """Squared 2-Wasserstein distance per point: ``(mq - mp)^2 + (sqrt(vq) - sqrt(vp))^2``.
@@ -352,7 +354,7 @@ renyi_normal.__doc__ = _doc(
 squared_difference_normal.__doc__ = _doc(
     """Squared difference of means and of variances per point: ``(mq - mp)^2 + (vq - vp)^2``.
 
-    The "naive divergence" of seed 001 (section 6); symmetric, zero only for equal moments.""")
+    The "naive divergence" of Wu (2023, section 6); symmetric, zero only for equal moments.""")
 
 for _name in ("kl_normal", "wasserstein_normal", "bhattacharyya_normal", "hellinger_normal",
               "renyi_normal", "squared_difference_normal"):

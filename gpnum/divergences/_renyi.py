@@ -245,7 +245,7 @@ def hellinger_mvn(mq, Sq=None, mp=None, Sp=None, *, Lq=None, Lp=None, validate=T
 
     ``H^2 = 1 - |Sq|^{1/4} |Sp|^{1/4} / |S|^{1/2} exp(-1/8 d^T S^{-1} d)``, ``S = (Sq + Sp) / 2``;
     symmetric, in [0, 1]. Computed as ``-expm1(-D_B)`` from :func:`bhattacharyya_mvn`, accurate
-    when it is small. (The seed's version has ``exp(+...)``; design notes 4.5.) Arguments, errors
+    when it is small. (Wu (2023) writes ``exp(+...)``; see docs/divergences.md.) Arguments, errors
     and returns as :func:`kl_mvn`.
     """
     return _renyi(mq, Sq, mp, Sp, Lq, Lp, 0.5, validate, False, "hellinger")

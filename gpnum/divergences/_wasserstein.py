@@ -7,7 +7,7 @@ With ``Sq = Lq Lq^T`` and ``Sp = Lp Lp^T`` (any square roots), the cross term of
 is the nuclear norm of ``Lp^T Lq``: its singular values are the square roots of the eigenvalues
 of the *symmetric* ``Lp^T Sq Lp``, which is orthogonally similar to ``Sp^{1/2} Sq Sp^{1/2}``. So
 one SVD replaces both matrix square roots, and no eigenvalues of the non-symmetric ``Sq Sp`` are
-ever taken (design notes 4.5). With ``Lp^T Lq = U diag(s) V^T`` and ``R = U V^T`` (the orthogonal
+ever taken (docs/divergences.md). With ``Lp^T Lq = U diag(s) V^T`` and ``R = U V^T`` (the orthogonal
 polar factor), ``tr Sq + tr Sp - 2 sum(s) = |Lq - Lp R|_F^2`` (Bures distance as a Procrustes
 problem), and the value is computed in that form: a sum of squares, >= 0, with errors in ``R``
 entering only at second order because ``R`` minimises ``|Lq - Lp R|_F`` over orthogonal matrices.
@@ -149,7 +149,7 @@ def wasserstein_gwi(mq, Kq=None, mp=None, Kp=None, *, Lq=None, Lp=None, eigen_te
 
     The estimator of Wild et al. (2022, "Generalized variational inference in function spaces:
     Gaussian measures meet Bayesian deep learning") used by Gaussian Wasserstein inference, in
-    the same-batch form of seed 001 ("Wasserstein distance approximations",
+    the same-batch form of J. Wu (2023, MSc thesis, UCL, "Wasserstein distance approximations",
     ``X_{N_S} = X_{N_B}``): for a variational GP
     ``Q = GP(mq, r)`` and a prior ``P = GP(mp, k)`` on a batch of ``N`` inputs,
 
@@ -159,7 +159,7 @@ def wasserstein_gwi(mq, Kq=None, mp=None, Kp=None, *, Lq=None, Lp=None, eigen_te
     with gram matrices ``Kq = r(X, X)`` and ``Kp = k(X, X)``. The last ("eigenvalue") term is
     computed from the symmetric form, ``sum_n sqrt(lambda_n(Kq Kp)) = |Lp^T Lq|_*``, so the
     estimate equals ``wasserstein_mvn(mq, Kq, mp, Kp) / N``. With ``eigen_term=False`` the
-    term is dropped (seed 001, "Dropping the eigendecomposition"): O(N), only the diagonals of
+    term is dropped (Wu 2023, "Dropping the eigendecomposition"): O(N), only the diagonals of
     the gram matrices are read and nothing is factorised; the result is then an upper bound.
 
     Parameters

@@ -1,7 +1,7 @@
 """Conjugate mean-field variational Bayes for HMMs: batch VB and SVI with subchains and GrowBuf.
 
 Model (Foti, Xu, Laird & Fox 2014, "Stochastic variational inference for hidden Markov models",
-NeurIPS; seed 003): ``x_0 ~ pi``, ``x_t | x_{t-1} ~ A[x_{t-1}]``, ``y_t | x_t ~ p(y | phi_{x_t})``,
+NeurIPS): ``x_0 ~ pi``, ``x_t | x_{t-1} ~ A[x_{t-1}]``, ``y_t | x_t ~ p(y | phi_{x_t})``,
 with Dirichlet priors on ``pi`` and on each row of ``A`` and a conjugate prior on each ``phi_k``.
 Mean field ``q(pi) q(A) q(phi) q(x)``; every global factor stays in its prior's family and is stored
 by its natural parameters ``w``, so that a global step is ``w <- prior + statistics`` (batch) or
@@ -55,7 +55,7 @@ def _stationary(xp, A):
     dev = device_of(A)
     M = (xp.eye(K, dtype=A.dtype, device=dev) + 1.0) - xp.matrix_transpose(A)
     # p = M^-1 1 as the row sums of the inverse: NumPy's solve wraps the same LAPACK call in
-    # more Python (measured 2x the inverse's time within an SVI step); M is well conditioned
+    # more Python; M is well conditioned
     # (its condition number is about 1 / (1 - |lambda_2(A)|)).
     p = xp.sum(xp.linalg.inv(M), axis=1)
     return xp.maximum(p, 1e-30)  # rounding can leave a rare state slightly negative

@@ -25,7 +25,7 @@ def _interleave(xp, even, odd, axis: int, n: int):
     """Merge ``even`` (positions 0, 2, ...) and ``odd`` (positions 1, 3, ...) into length ``n``.
 
     Written into a fresh buffer by two strided assignments: ``xp.stack`` on a new inner axis
-    followed by a reshape is 10x slower in NumPy (a concatenate of many small blocks). Only the
+    followed by a reshape is much slower in NumPy (a concatenate of many small blocks). Only the
     new buffer is written; no input is modified.
     """
     shape = list(even.shape)

@@ -1,5 +1,5 @@
 """Local step of SVI for HMMs: subchain marginals under buffers of any length, from transfer
-matrices (Foti, Xu, Laird & Fox 2014, Algorithms 1-2; seed 003).
+matrices (Foti, Xu, Laird & Fox 2014, Algorithms 1-2).
 
 A subchain ``s .. e`` (``e = s + L - 1``) with a buffer of ``b`` steps on each side is the
 chain cut to ``s - b_l .. e + b_r``, ``b_l = min(b, s)``, ``b_r = min(b, T - 1 - e)`` (a buffer
@@ -32,8 +32,7 @@ __all__ = ["SubchainPosterior", "start_range", "subchain_posterior"]
 
 #: Interior transfer matrices are kept for subchains with ``L S K^2`` at most this many
 #: entries (16 MiB in float64); longer subchains run a forward-backward of the interiors per
-#: buffer length instead (same result; measured slower at L = 100, S = 10, K = 5 even for a
-#: single buffer length: 5.9 against 4.3 ms a step).
+#: buffer length instead (same result; slower even for a single buffer length: docs/benchmarks.md).
 _TRANSFER_MAX_ENTRIES = 2 ** 21
 
 

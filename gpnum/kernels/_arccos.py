@@ -84,7 +84,7 @@ class ArcCosine(Kernel):
     # ---------------------------------------------------------------------------- forward
     # The (n1, n2) temporaries are updated in place where the array is this code's own: on
     # NumPy every fresh array of that size is page-faulted in anew, which otherwise costs more
-    # than the arithmetic (measured 3x on the gram at n1 = 256, n2 = 1000).
+    # than the arithmetic (docs/benchmarks.md).
     def _forward(self, X1, X2, keep):
         """Run the recursion; returns the final ``K``, the layer-0 pieces and per-layer caches.
 

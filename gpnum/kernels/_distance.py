@@ -25,8 +25,8 @@ from gpnum.backend import device_of, get_namespace, matmul
 
 __all__ = ["EXACT_MAX_DIM", "sqdist", "sqdist_upper_blocks", "sqdist_vjp", "SqdistVJPRows"]
 
-#: Inputs with at most this many columns get exactly formed differences (measured crossover
-#: with the GEMM expansion on 2 CPU cores: about 5 columns at n1 = 4000, n2 = 1000).
+#: Inputs with at most this many columns get exactly formed differences (below the measured
+#: crossover with the GEMM expansion, docs/benchmarks.md).
 EXACT_MAX_DIM = 4
 
 
@@ -104,7 +104,7 @@ def sqdist(A, B=None, *, exact=None):
     sb = sa if same else (1.0 - c) * xp.sum(Bc * Bc, axis=1)
     r2 = matmul(-2.0 * Ac, Bc.T)  # the factor -2 applied to the (n1, d) input, not the (n1, n2) result
     # In-place updates where the standard allows them: every fresh (n1, n2) array costs its
-    # page faults (about 0.6 s per 800 MB on this machine's NumPy), more than the arithmetic.
+    # page faults, which on NumPy cost more than the arithmetic.
     if same:
         # sa_i + sa_j formed first, so that rounding keeps the result exactly symmetric
         r2 = r2 + r2.T

@@ -26,11 +26,9 @@ __all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52"]
 
 #: Elements of one block of rows (512 KiB in float64) for the gram matrix of one set of points
 #: and the backward passes: the block's distances, profile and slope stay in the 2 MiB L2
-#: cache between their elementwise passes (2 MiB blocks: 1.2 s against 0.9 s below). At
-#: n = 10,000 and 18 inputs, quiet: gram_and_vjp(X) 0.67 s against 1.74 s through the two-set
-#: path's whole (n, n) passes, the backward pass against a rank-11 cotangent 0.49 s against
-#: 1.03 s; later runs, the shared VM slower for both sides, 1.6-1.9x and 1.35-1.8x
-#: (asv_benchmarks/scripts/stationary_blocked_vs_whole.py).
+#: cache between their elementwise passes; faster than 2 MiB blocks and than the two-set
+#: path's whole (n, n) passes (docs/benchmarks.md,
+#: asv_benchmarks/scripts/stationary_blocked_vs_whole.py).
 _BLOCK_ELEMENTS = 2**16
 #: Fewest rows per block (the mirrored write below the diagonal copies this many contiguous
 #: elements per row).
@@ -115,8 +113,8 @@ class Stationary(Kernel):
 
         Each block row's distances, profile and slope are formed while in cache and mirrored
         below the diagonal: the result is exactly symmetric, the transcendental work is halved
-        and no (n, n) temporary is made (every fresh (n, n) array costs its page faults, about
-        0.1-0.5 s per 800 MB on this machine's NumPy). The backward pass needs the slope of the
+        and no (n, n) temporary is made (every fresh (n, n) array costs its page faults on
+        NumPy). The backward pass needs the slope of the
         upper block rows only (:meth:`_blocked_vjp`), so it is never mirrored.
         """
         xp = get_namespace(A)

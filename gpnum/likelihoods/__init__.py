@@ -11,7 +11,7 @@ form and offers
 
 :class:`Gaussian`, :class:`Laplace`, :class:`HeteroscedasticGaussian` and the variational
 expectations of :class:`Poisson`, :class:`Exponential` and :class:`Gamma` are closed form; the
-others use a Gauss-Hermite rule whose derivative is taken exactly (design.md section 4.4), and
+others use a Gauss-Hermite rule whose derivative is taken exactly (docs/likelihoods.md), and
 :class:`Softmax` a fixed quasi-Monte-Carlo cubature in ``K`` dimensions.
 :func:`from_name` builds one from a short name (``gpnum fit --likelihood NAME``).
 """

@@ -1,5 +1,5 @@
 """What every likelihood shares: input validation, the cached Gauss-Hermite rule, and the
-differentiated quadrature for single-latent observation models (design.md section 4.4)."""
+differentiated quadrature for single-latent observation models (docs/likelihoods.md)."""
 
 from __future__ import annotations
 
@@ -203,8 +203,7 @@ class Likelihood(Parameterised):
         """``fn`` on row blocks of ``arrays``, outputs (a tuple of arrays) concatenated.
 
         Blocks hold at most ``block_elements`` node evaluations, so the temporaries of the
-        quadrature stay in cache (and memory stays bounded) however large ``n`` is; at
-        n = 10000 this is several times faster on a CPU than one (n, q) pass.
+        quadrature stay in cache (and memory stays bounded) however large ``n`` is.
         """
         n = arrays[0].shape[0]
         size = max(1, self.block_elements // per_point)

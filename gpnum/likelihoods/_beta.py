@@ -35,7 +35,7 @@ class Beta(Likelihood):
     ``log p = lgamma(phi) - lgamma(a) - lgamma(b) + (a - 1) log y + (b - 1) log(1 - y)``,
     ``d/df = phi m (1 - m) (psi(b) - psi(a) + log y - log(1 - y))``,
     ``d/dphi = psi(phi) - m psi(a) - (1 - m) psi(b) + m log y + (1 - m) log(1 - y)``.
-    Expectations by the differentiated Gauss-Hermite rule (design.md 4.4); the moments of
+    Expectations by the differentiated Gauss-Hermite rule (docs/likelihoods.md); the moments of
     ``y`` by the same rule. Targets of exactly 0 or 1 have zero density for every ``f``
     and are refused (squeeze them, e.g. ``(y (n - 1) + 1/2) / n``, Smithson & Verkuilen 2006).
     """

@@ -103,7 +103,7 @@ class NegativeBinomial(_CountTargets, Likelihood):
     ``log p = lgamma(y + r) - lgamma(r) - lgamma(y + 1) + r log r + y f - (r + y) L``,
     ``d/df = y - (r + y) s`` and ``d/dr = psi(y + r) - psi(r) + log r + 1 - L - (r + y)/(r + e^f)``;
     ``d/dalpha = -r^2 d/dr``. Expectations use the differentiated Gauss-Hermite rule
-    (design.md 4.4). ``y`` has mean ``exp(mu + var/2)`` and variance
+    (docs/likelihoods.md). ``y`` has mean ``exp(mu + var/2)`` and variance
     ``E[m] + alpha E[m^2] + Var[m]``.
     """
 

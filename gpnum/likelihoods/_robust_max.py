@@ -16,7 +16,7 @@ class RobustMax(Likelihood):
     """Robust-max multiclass likelihood with ``C`` independent latent functions.
 
     ``p(y = c | f) = 1 - epsilon`` if ``c = argmax_j f_j``, else ``epsilon / (C - 1)``
-    (Hernandez-Lobato et al. 2011; Matthews 2017; seed 001 section 3.3).
+    (Hernandez-Lobato et al. 2011; Matthews 2017; J. Wu 2023, MSc thesis, UCL, section 3.3).
 
     Parameters
     ----------
@@ -39,7 +39,7 @@ class RobustMax(Likelihood):
         ~= sum_i w_i prod_{j != y} Phi((mu_y + sqrt(2 var_y) t_i - mu_j) / sqrt(var_j))``
 
     and ``E[log p(y | f)] = S log(1 - epsilon) + (1 - S) log(epsilon / (C - 1))`` exactly.
-    (Seed 001 writes ``sqrt(2 k_{j'})`` inside the product; the node is scaled by the
+    (Wu (2023) writes ``sqrt(2 k_{j'})`` inside the product; the node is scaled by the
     labelled latent's variance ``var_y``, as above.) The products are summed in log space
     (:func:`~gpnum.likelihoods.log_ndtr`) and the rule is differentiated w.r.t. every
     ``mu_j`` and ``var_j``. The integrand is a product of steps of width ``sqrt(var_j)`` in a

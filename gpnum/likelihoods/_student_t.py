@@ -33,7 +33,7 @@ class StudentT(Likelihood):
     Notes
     -----
     Variational expectations, their gradients and the predictive density use Gauss-Hermite
-    quadrature (design.md 4.4). ``log p(y | f)`` bends sharply where ``|y - f| ~ scale`` and
+    quadrature (docs/likelihoods.md). ``log p(y | f)`` bends sharply where ``|y - f| ~ scale`` and
     grows only logarithmically beyond, so the rule converges slowly once ``sqrt(var)`` is large
     against ``scale``. Relative error of the variational expectation against adaptive
     quadrature (``scipy.integrate.quad``), float64, ``df = 4``, ``scale = 0.5``,

@@ -71,7 +71,7 @@ def top_eigenpairs(A, block_size: int, *, power_iters: int = 3, seed: int = 0, s
     float64 the blocks are orthonormalised by shifted Cholesky QR (Fukaya, Kannan, Nakatsukasa,
     Yamamoto & Yanagisawa 2020, "Shifted Cholesky QR for computing the QR factorization of
     ill-conditioned matrices"): Gram products and an (l, l) Cholesky factor instead of a
-    Householder QR, measured 3-4x faster at (1000, 384); one pass between the products (the
+    Householder QR, several times faster (docs/benchmarks.md); one pass between the products (the
     subspace iteration needs a well-conditioned basis, not an orthonormal one), three or more
     (orthonormal to rounding) before the Rayleigh-Ritz step. In lower precision, or when the
     Cholesky factorisations keep failing, Householder QR.
@@ -205,9 +205,10 @@ def _lower_inverse(xp, L, leaf=64):
     """``L^{-1}`` for a lower-triangular ``L`` by recursive 2 x 2 blocks (products only).
 
     ``[[A, 0], [C, D]]^{-1} = [[A^-1, 0], [-D^-1 C A^-1, D^-1]]``, with ``xp.linalg.inv`` on the
-    leaves. Measured 1.2 ms at l = 384 against NumPy's general ``inv`` 4.2 ms; LAPACK's trtri
-    (0.8 ms, ``gpnum.backend.triangular_inverse``) runs in SciPy's BLAS thread pool, and mixed
-    with this module's NumPy products the two pools slowed the whole eigenpair search 2x.
+    leaves: faster than NumPy's general ``inv``; LAPACK's trtri
+    (``gpnum.backend.triangular_inverse``) runs in SciPy's BLAS thread pool, and mixed
+    with this module's NumPy products the two pools slow the whole eigenpair search
+    (docs/benchmarks.md).
     """
     n = L.shape[0]
     if n <= leaf:
@@ -227,7 +228,7 @@ def _cholesky_or_none(xp, G):
 
     Not ``gpnum.backend._raw_cholesky``, which has the same contract: on NumPy that is SciPy's
     potrf, in SciPy's BLAS pool, and beside this module's NumPy products the two pools made the
-    eigenpair search at (1000, 384) 3.3x slower (118 ms against 390 ms, measured).
+    eigenpair search several times slower (docs/benchmarks.md).
     """
     try:
         L = xp.linalg.cholesky(G)

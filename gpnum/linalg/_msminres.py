@@ -32,7 +32,7 @@ __all__ = ["msminres", "MultiShiftResult", "Workspace"]
 # Initial basis capacity (vectors); it doubles when full.
 _INITIAL_CAPACITY = 8
 # Rows per block of the transposed copy into the basis on the host: a blocked transpose stays
-# in cache (measured twice as fast as one strided copy at n = 2000, k = 256).
+# in cache, where one strided copy does not.
 _STORE_ROWS = 256
 
 
@@ -41,8 +41,8 @@ class Workspace:
 
     A solve stores up to ``max_basis_bytes`` of basis vectors. Allocating that afresh in every
     call means touching fresh memory every iteration, which is slow where first touches are
-    expensive (virtual machines: measured 17 ms per 4 MB vector on the development machine,
-    against 3 ms for memory already in use). Pass one ``Workspace`` to repeated calls (a
+    expensive (virtual machines: several times the cost of writing memory already in use;
+    docs/benchmarks.md). Pass one ``Workspace`` to repeated calls (a
     training loop) to reuse the same buffer; it grows to the largest basis needed and holds
     on to it until :meth:`release` or until the workspace is dropped.
     """
@@ -190,7 +190,7 @@ def _combine_basis(xp, basis, c, coeffs):
     n = basis.shape[2]
     Y = xp.permute_dims(xp.stack(coeffs, axis=-1), (2, 0, 1, 3))   # (k, p, s, c) view
     # Flattening materialises the view in row-major order: batched BLAS needs contiguous
-    # operands (a strided one measured 4x slower).
+    # operands (a strided one is far slower).
     Y = xp.reshape(xp.reshape(Y, (-1,)), (k, p * s, c))
     out = Y @ basis[:, :c, :]                           # (k, p*s, n)
     return xp.permute_dims(xp.reshape(out, (k, p, s, n)), (1, 2, 3, 0))
@@ -276,8 +276,8 @@ def msminres(A, B, shifts, *, rtol=1e-5, atol=0.0, maxiter=None, check_every=Non
     # The basis starts at _INITIAL_CAPACITY iterations and doubles: a (k, capacity, n) buffer
     # is touched in every one of its k slabs by the first iteration, and with transparent
     # huge pages the kernel zero-fills whole 2 MiB pages there -- at m = 1000, k = 256 a
-    # full-capacity buffer cost a first call that needed one iteration 0.4 s zeroing 400 MB,
-    # and a 32-iteration one still 65 MB (measured 50-80 ms of a 0.2-0.3 s call). The copies
+    # full-capacity buffer would make a first call that needs one iteration zero 400 MB, and
+    # a 32-iteration one still 65 MB, a large share of the call (docs/benchmarks.md). The copies
     # of the doublings add up to less than the final basis.
     host = on_host(xp, device)
     fresh = op.fresh_products

@@ -138,7 +138,7 @@ class WoodburyInverse(LinearOperator):
         # C^{-1} applied as two GEMMs with the explicit inverse of its (r x r) Cholesky factor:
         # inside a Krylov loop a LAPACK triangular solve on NumPy goes through SciPy's own
         # BLAS, whose threads then spin beside NumPy's and halve the speed of the n x n
-        # products (measured: 140 ms against 70 ms per product at n = 10,000). The error is
+        # products (docs/benchmarks.md). The error is
         # that of the triangular solve, about cond(L) eps = sqrt(cond(C)) eps.
         self._linv = (solve_triangular(self._chol, xp.eye(r, dtype=self.dtype,
                                                           device=self.device), lower=True)

@@ -98,10 +98,10 @@ def slq_logdet_and_grad(A, *, num_probes=10, num_iter=30, seed=0, probes=None):
     """:func:`slq_logdet` and the stochastic estimate of its gradient w.r.t. ``A``'s parameters.
 
     ``d log det A = tr(A^{-1} dA) ~= (1/t) sum_p (A^{-1} z_p)^T dA z_p``, i.e.
-    ``A.param_vjp(A^{-1} Z / t, Z)`` (design.md section 3), with ``A^{-1} z_p`` taken from the
-    same Lanczos run (the conjugate-gradient iterate after ``num_iter`` steps). Both parts use
-    the same probes, so with probes whose outer products sum exactly to ``t I`` and
-    ``num_iter = n`` the value and gradient are exact.
+    ``A.param_vjp(A^{-1} Z / t, Z)`` (the ``param_vjp`` convention, docs/linalg.md), with
+    ``A^{-1} z_p`` taken from the same Lanczos run (the conjugate-gradient iterate after
+    ``num_iter`` steps). Both parts use the same probes, so with probes whose outer products sum
+    exactly to ``t I`` and ``num_iter = n`` the value and gradient are exact.
 
     Returns
     -------

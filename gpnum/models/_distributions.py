@@ -4,7 +4,8 @@
   Exact KL, marginals by triangular products; trained by Adam or dense natural gradients.
 - :class:`NaturalForm`: ``q_theta1 = S'^{-1} m'`` and ``q_precision = P = S'^{-1}``. Everything
   by PCG solves against ``P`` with a spectral preconditioner (``krylov_options``), no
-  factorisation: the form of the O(J m^2) natural gradient (seed 000; design notes 4.2).
+  factorisation: the form of the O(J m^2) natural gradient (Salimbeni, Eleftheriadis & Hensman
+  2018; Pleiss et al. 2020).
 
 Each form owns its marginal terms, its KL (and gradient), its draws, its conversion to the other
 form, and (natural form) the precision solves and their preconditioner. Both take ``q`` as a
@@ -164,8 +165,8 @@ class NaturalForm:
         vectors), kept across the forms built for successive steps. With ``warm_start``, a
         latent's eigenpair search starts from them with one subspace iteration instead of two
         from Gaussian vectors: a natural-gradient step moves the precision a fraction ``gamma``,
-        and the iterations accumulate over the steps (measured in an SVGP step at m = 1000:
-        the search 83-88 ms instead of 118-138, and PCG 8-10 iterations instead of 10-12). Only
+        and the iterations accumulate over the steps (in an SVGP step at m = 1000, PCG takes
+        8-10 iterations instead of 10-12; timings in docs/benchmarks.md). Only
         iteration counts depend on it: PCG solves to the same tolerance. Not saved with a
         checkpoint (a restored model's first search starts from Gaussian vectors).
     """

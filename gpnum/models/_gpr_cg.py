@@ -90,9 +90,8 @@ class CGOptions:
     variance_checks : int
         Kernel columns at random training inputs that the prediction solve carries along to
         check LOVE's variances against exact quadratic forms (0 disables the check). They
-        ride along in the solve's products, which then carry more columns: on bike (n =
-        13,034, 451 iterations) the prediction took 85 s with 4; set 0 where the variances
-        are not used.
+        ride along in the solve's products, which then carry more columns (their cost on
+        bike and elevators: docs/exact-gp.md); set 0 where the variances are not used.
     seed : int
         Seed of the probes (fixed: the same probes at every evaluation).
     probe_design : {"rademacher", "hadamard"}
@@ -172,8 +171,8 @@ def kernel_operator(model, X, opts, need_vjp):
             K, vjp = model.kernel(X), None
         return Dense(xp.astype(K, high, copy=False), symmetric=True), vjp
     rows = min(block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8), n)
-    # products in cache-sized blocks (n = 20,000, 3 inputs: 4.4 s per product with 32-row
-    # blocks against 8.4 s with the budget's 1,600), the backward pass in the budget's
+    # products in cache-sized blocks (faster than the budget's larger ones: docs/benchmarks.md),
+    # the backward pass in the budget's
     product_rows = min(rows, max(8, _PRODUCT_BLOCK_ELEMENTS // n))
     return KernelMatrix(model.kernel, X, block_size=product_rows, vjp_block_size=rows,
                         compute_dtype=high), None

@@ -1,6 +1,7 @@
 """Generalised variational inference for GPs: Gaussian Wasserstein inference and projected GVI.
 
-Seed 001 (a thesis after Wild et al. 2022, "Generalized variational inference in function
+J. Wu (2023), "Generalised variational inference for Gaussian processes", MSc thesis, UCL
+(after Wild, Hu & Sejdinovic 2022, "Generalized variational inference in function
 spaces: Gaussian measures meet Bayesian deep learning"), sections "Improving Gaussian Wasserstein
 Inference" and "Projected Generalised Variational Inference". The variational GP
 ``Q = GP(m_Q, r)`` minimises a regularised empirical risk,
@@ -57,7 +58,7 @@ class GVI(ComposedParameters):
     ----------
     kernel : gpnum.kernels kernel
         The regulariser's kernel ``k``, held fixed (fit it first: :func:`select_inducing` runs
-        the seed's Algorithm 2). It appears in :meth:`parameters` (so checkpoints keep it) but
+        Algorithm 2 of Wu 2023). It appears in :meth:`parameters` (so checkpoints keep it) but
         :meth:`objective_and_grad` returns no gradient for it, so :func:`gpnum.fit` leaves it
         alone.
     likelihood : gpnum.likelihoods likelihood
@@ -75,11 +76,11 @@ class GVI(ComposedParameters):
         ``"projected-renyi"`` (``D_alpha(Q||P)``).
     mode : {"prior", "posterior"}
         ``P`` is the prior ``GP(c, k)`` or the exact posterior of ``GP(c, k)`` with Gaussian
-        noise ``regulariser_noise`` given ``inducing_targets`` at ``Z`` (seed 001, eq.
+        noise ``regulariser_noise`` given ``inducing_targets`` at ``Z`` (Wu 2023, eq.
         "gp-posterior-regulariser").
     variational_kernel : str
         Q's kernel ``r``: ``"svgp-cholesky"``, ``"svgp-diagonal"``, ``"svgp-log-diagonal"``,
-        ``"kernelised"``, ``"sparse-posterior"``, ``"fixed-sparse-posterior"`` (seed 001,
+        ``"kernelised"``, ``"sparse-posterior"``, ``"fixed-sparse-posterior"`` (Wu 2023,
         "Variational Kernels"; the last three learn a base kernel ``r0``, a copy of ``k`` at
         the start, as ``base_kernel.<name>``).
     variational_mean : {"svgp", "constant", "mlp"}
@@ -88,13 +89,13 @@ class GVI(ComposedParameters):
         Renyi order for ``"projected-renyi"``, in (0, 1) or (1, inf).
     eigen_term : bool
         For ``"wasserstein"``: include the cross term ``-2 tr (Kp^{1/2} Kq Kp^{1/2})^{1/2}``
-        (O(b^3) per step). ``False`` is the seed's cheap variant (O(b)).
+        (O(b^3) per step). ``False`` is Wu's (2023) cheap variant (O(b)).
     inducing_targets : array (m,) or (m, L), optional
         Responses at ``Z`` for ``mode="posterior"`` (required there).
     regulariser_noise : float, optional
         Noise variance of the posterior regulariser (required for ``mode="posterior"``).
     prior_mean : float
-        Constant mean ``c`` of the regulariser GP (0, the seed's choice, by default).
+        Constant mean ``c`` of the regulariser GP (0, Wu's (2023) choice, by default).
     jitter : float
         Added to the diagonal of the ``Z`` gram matrices.
     num_latent : int, optional
@@ -111,7 +112,7 @@ class GVI(ComposedParameters):
     Bhattacharyya, Hellinger and the squared difference are symmetric.
 
     The prediction :meth:`predict_f` is Q itself. After :meth:`temper`, :meth:`predict_y` and
-    :meth:`log_predictive_density` use the tempered predictive of seed 001 ("Tempering"):
+    :meth:`log_predictive_density` use the tempered predictive of Wu 2023 ("Tempering"):
     ``y ~ N(m_Q, a (r(x, x) + sigma^2))`` for a Gaussian likelihood, ``f_j ~ N(m_Q,j, a_j r(x, x))``
     otherwise.
     """
@@ -177,7 +178,7 @@ class GVI(ComposedParameters):
         self._components = (("kernel", "likelihood", "base_kernel") if self._vk.uses_base
                             else ("kernel", "likelihood"))
         if self._vk.uses_base:
-            # r0 starts as k (seed 001: "initialise the parameters of r0 to be the same").
+            # r0 starts as k (Wu 2023: "initialise the parameters of r0 to be the same").
             self.base_kernel = _copy_kernel(kernel)
         self._vk.init(self, m, L)
         self._vm.init(self, m, L, d, self.seed)
@@ -544,7 +545,7 @@ class GVI(ComposedParameters):
     def temper(self, X_val, y_val, *, bounds=(1e-3, 1e3), tol=1e-4):
         """Learn the tempering scale(s) on a validation set, everything else fixed.
 
-        Seed 001, "Tempering" (after Wild et al. 2022): maximise the validation log predictive
+        Wu (2023), "Tempering" (after Wild et al. 2022): maximise the validation log predictive
         density over one scale ``a > 0`` of the predictive variance (one per latent for
         classification). Gaussian likelihood: ``y ~ N(m_Q, a (r + sigma^2))``, whose maximiser
         is closed-form, ``a = mean((y - m_Q)^2 / (r + sigma^2))``. Otherwise ``f_j ~ N(m_Q,j,

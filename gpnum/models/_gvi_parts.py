@@ -1,9 +1,10 @@
 """Pieces of :class:`gpnum.GVI`: its regularisers, variational kernels and variational means.
 
-Each piece works on one minibatch and has a hand-derived backward pass. Notation (seed 001,
-section "Improving Gaussian Wasserstein Inference"): the regulariser GP ``P = GP(m_P, k)`` is
-held fixed; the variational GP ``Q = GP(m_Q, r)`` is learned. On a batch ``X`` (b, d) with
-``L`` latent functions, ``mq``, ``vq`` are (b, L) and Q's batch covariance ``Kq`` is (L, b, b).
+Each piece works on one minibatch and has a hand-derived backward pass. Notation (J. Wu 2023,
+MSc thesis, UCL, section "Improving Gaussian Wasserstein Inference"): the regulariser GP
+``P = GP(m_P, k)`` is held fixed; the variational GP ``Q = GP(m_Q, r)`` is learned. On a batch
+``X`` (b, d) with ``L`` latent functions, ``mq``, ``vq`` are (b, L) and Q's batch covariance
+``Kq`` is (L, b, b).
 
 ``A = L_ZZ^{-1} k(Z, X)`` (m, b) with ``L_ZZ`` the lower Cholesky factor of ``k(Z, Z) + jitter I``
 (the prior kernel's, constant during training).
@@ -80,19 +81,19 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
     Notes
     -----
     - ``"wasserstein"``: the GWI batch estimate of Wild et al. (2022) with ``X_S = X_B``
-      (seed 001, eq. "wasserstein-distance-approximation"),
+      (Wu 2023, eq. "wasserstein-distance-approximation"),
       ``1/b [|mq - mp|^2 + tr Kp + tr Kq - 2 tr (Kp^{1/2} Kq Kp^{1/2})^{1/2}]``, i.e. the squared
       2-Wasserstein distance between the joint Gaussians ``N(mq, Kq)`` and ``N(mp, Kp)`` divided by
       ``b`` (:func:`gpnum.divergences.wasserstein_gwi`, whose cross term comes from the symmetric
       product, never from eigenvalues of ``Kq Kp``). Its gradient w.r.t. ``Kq`` is
       ``(I - T) / b`` with ``T = Kp^{1/2} (Kp^{1/2} Kq Kp^{1/2})^{-1/2} Kp^{1/2}``. Without the
-      cross term (``eigen_term=False``, seed 001 "Dropping the eigendecomposition") only the
+      cross term (``eigen_term=False``, Wu 2023, "Dropping the eigendecomposition") only the
       variances enter: ``1/b sum_n [(mq_n - mp_n)^2 + vp_n + vq_n]``, O(b).
-    - ``"squared-difference"``: ``1/b sum_n [(mq_n - mp_n)^2 + (vq_n - vp_n)^2]`` (seed 001's
+    - ``"squared-difference"``: ``1/b sum_n [(mq_n - mp_n)^2 + (vq_n - vp_n)^2]`` (Wu's 2023
       "naive divergence").
     - ``"projected-<D>"``: ``1/b sum_n D(Q_n || P_n)`` between the marginals ``Q_n = N(mq_n,
-      vq_n)`` and ``P_n = N(mp_n, vp_n)`` (seed 001 eq. "projected-regulariser", averaged over the
-      batch); KL and Renyi in the direction ``D(Q || P)`` (design notes 4.5).
+      vq_n)`` and ``P_n = N(mp_n, vp_n)`` (Wu 2023, eq. "projected-regulariser", averaged over the
+      batch); KL and Renyi in the direction ``D(Q || P)`` (docs/divergences.md).
     """
     b, L = mq.shape
     if divergence == "wasserstein":
@@ -151,11 +152,11 @@ def _sum_latents(xp, g_v, G):
 class SVGPKernel:
     """``r(x, x') = k(x, x') - a(x)^T a(x') + a(x)^T S a(x')``, ``a(x) = L_ZZ^{-1} k(Z, x)``.
 
-    The whitened form of seed 001's eq. "gwi-svgp-kernel" (``Sigma = L_ZZ^{-T} S L_ZZ^{-1}``):
+    The whitened form of Wu's (2023) eq. "gwi-svgp-kernel" (``Sigma = L_ZZ^{-T} S L_ZZ^{-1}``):
     ``S`` starts at ``I``, where ``r = k`` (Q starts at P). ``form``: ``"cholesky"``
     (``S = R R^T``, ``q_sqrt = R`` lower triangular, Wild et al. 2022), ``"diagonal"``
     (``S = diag(q_var)``, ``q_var > 0``) or ``"log-diagonal"`` (``S = diag(exp(q_log_var))``),
-    the diagonal parameterisations of seed 001 ("svGP Parameterisations"). One ``S`` per latent.
+    the diagonal parameterisations of Wu 2023 ("svGP Parameterisations"). One ``S`` per latent.
     """
 
     uses_base = False
@@ -229,7 +230,7 @@ class SVGPKernel:
 class KernelisedKernel:
     """``r(x, x') = k(x, x') - a(x)^T a(x') + r0(x, x')`` with a learned base kernel ``r0``.
 
-    Seed 001, "svGP Parameterisations" (base kernel parameterisation). Shared by all latents.
+    Wu (2023), "svGP Parameterisations" (base kernel parameterisation). Shared by all latents.
     """
 
     uses_base = True
@@ -261,7 +262,7 @@ class KernelisedKernel:
 
 
 class SparsePosteriorKernel:
-    """``r(x, x') = r0(x, x') - r0(x, Z) C^{-1} r0(Z, x')`` (seed 001, "Sparse Posterior Kernels").
+    """``r(x, x') = r0(x, x') - r0(x, Z) C^{-1} r0(Z, x')`` (Wu 2023, "Sparse Posterior Kernels").
 
     ``fixed=False``: ``C = r0(Z, Z) + jitter I``, differentiated through its Cholesky factor,
     O(m^3) per step. ``fixed=True`` ("Fixed Sparse Posterior Kernels"): ``C = k(Z, Z) + jitter
@@ -351,7 +352,7 @@ def make_variational_kernel(name):
 
 
 class SVGPMean:
-    """``m_Q(x) = c + a(x)^T q_mu`` (seed 001 eq. "svgp-mean", whitened), ``q_mu`` (m,) or
+    """``m_Q(x) = c + a(x)^T q_mu`` (Wu 2023, eq. "svgp-mean", whitened), ``q_mu`` (m,) or
     (L, m); ``c`` is the regulariser's constant ``prior_mean`` (0 by default), fixed, so that
     Q starts at P."""
 

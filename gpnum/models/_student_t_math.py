@@ -1,12 +1,12 @@
-"""The Student-t pieces of the sparse variational Student-t process (seed 002).
+"""The Student-t pieces of the sparse variational Student-t process (Xu, Zeng & Paisley 2024).
 
 - :func:`lgamma`, :func:`digamma`, :func:`trigamma`, :func:`trigamma_difference`: re-exported
   from :mod:`gpnum.special` (the project's one home of them), for the degrees of
   freedom of the prior and of ``q``.
 - :func:`student_t_fisher` and :func:`student_t_fisher_solve`: the Fisher information of
-  ``ST(nu, m, diag(sigma^2))`` (covariance form) in the order ``(m, sigma, nu)``, design notes
-  4.6, and its O(M) inverse (Sherman-Morrison for the ``sigma`` block, a Schur complement for
-  ``nu``). Tested against a Monte-Carlo Fisher.
+  ``ST(nu, m, diag(sigma^2))`` (covariance form) in the order ``(m, sigma, nu)`` (Xu,
+  Zeng & Paisley 2024; docs/svtp.md), and its O(M) inverse (Sherman-Morrison for the
+  ``sigma`` block, a Schur complement for ``nu``). Tested against a Monte-Carlo Fisher.
 - :func:`chi2_quantile_and_grad`: the chi-square draws of the Gaussian-scale-mixture
   reparameterisation ``u = m + sqrt((nu - 2) / r) S^(1/2) eps``, ``r ~ chi^2(nu)``, as the
   quantile ``r = F^-1(U; nu)`` of fixed uniforms ``U`` (common random numbers) with the implicit
@@ -29,7 +29,7 @@ __all__ = ["lgamma", "digamma", "trigamma", "trigamma_difference", "student_t_fi
 
 
 def _fisher_coefficients(df, sigma):
-    """The scalars of the Fisher's blocks (design notes 4.6), ``k = nu + M``, as 0-d arrays
+    """The scalars of the Fisher's blocks (docs/svtp.md), ``k = nu + M``, as 0-d arrays
     of ``sigma``'s dtype. Computed in float64 whatever that dtype: ``F_nunu`` keeps only
     ~16 - 2 log10(nu) digits, none in float32 once ``nu`` is in the thousands."""
     xp = get_namespace(df, sigma)
@@ -71,9 +71,9 @@ def _check_fisher_args(df, sigma):
 def student_t_fisher(df, sigma):
     """Dense Fisher information of ``ST(nu, m, diag(sigma^2))`` w.r.t. ``(m, sigma, nu)``.
 
-    Covariance form: ``Cov = diag(sigma^2)`` for ``nu > 2`` (the density of the seed's
-    definition 1). With ``k = nu + M`` (design notes 4.6; checked against a Monte-Carlo Fisher
-    in the tests, not the seed paper's code, whose matrix differs):
+    Covariance form: ``Cov = diag(sigma^2)`` for ``nu > 2`` (the density of Xu, Zeng &
+    Paisley 2024, definition 1). With ``k = nu + M`` (docs/svtp.md; checked against a
+    Monte-Carlo Fisher in the tests, not that paper's code, whose matrix differs):
 
     - ``F_mm = nu k / ((nu - 2)(k + 2)) diag(1 / sigma^2)``, no cross terms of ``m``;
     - ``F_ss = 2 / (k + 2) [k diag(1 / sigma^2) - (1 / sigma)(1 / sigma)^T]``;

@@ -1,8 +1,9 @@
 """Whitened sparse variational GP (SVGP) with Cholesky or CIQ whitening.
 
 Hensman, Matthews & Ghahramani (2015), "Scalable variational Gaussian process classification";
-whitening as in the seed-000 study (Pleiss et al. 2020, section "Whitened Stochastic Variational
-Gaussian Processes"); formulas in the design notes, section 4.1.
+whitening as in Pleiss, Jankowiak, Eriksson, Damle & Gardner (2020), "Fast matrix square roots
+with applications to Gaussian processes and Bayesian optimization" (NeurIPS), section
+"Whitened Stochastic Variational Gaussian Processes"; docs/models.md.
 
 With ``u = W u'``, ``W W^T = K_ZZ`` and ``q(u') = N(m', S')``, ``S' = R R^T`` (``R = q_sqrt``), a
 minibatch ``X_B`` of size ``b`` has ``A = W^{-1} K_ZX`` (m, b) and
@@ -321,7 +322,8 @@ class SVGP(WhitenedMarginals, ComposedParameters):
 
         In this form the marginals need only solves with the precision (PCG, see
         ``krylov_options``), never a factorisation: the form of the O(J m^2) natural gradient
-        (design notes 4.2). The conversion itself costs O(m^3) once (free from the initial
+        (Salimbeni, Eleftheriadis & Hensman 2018; Pleiss et al. 2020). The conversion itself
+        costs O(m^3) once (free from the initial
         ``q_sqrt = I``).
         """
         if self._form == "natural":

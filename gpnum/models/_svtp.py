@@ -1,8 +1,8 @@
 """Sparse variational Student-t process (SVTP) with natural gradients.
 
-Seed 002: Xu, Zeng & Paisley, "Information geometry and beta link for optimizing sparse
+Xu, Zeng & Paisley (2024), "Information geometry and beta link for optimizing sparse
 variational Student-t processes" (arXiv 2408.06699), after Xu & Zeng, "Sparse variational
-Student-t processes" (AAAI 2024). Fisher information: design notes 4.6.
+Student-t processes" (AAAI 2024). Fisher information: docs/svtp.md.
 
 Model (covariance form throughout: ``ST(nu, mu, C)`` has covariance ``C`` for ``nu > 2``):
 
@@ -11,10 +11,10 @@ Model (covariance form throughout: ``ST(nu, mu, C)`` has covariance ``C`` for ``
     mu = c + K_XZ K_ZZ^-1 u = c + A^T v,   Sigma = K_XX - A^T A,   A = L^-1 K_ZX;
     p(y_i | u) = ST(nu + M, mu_i, s_i),   s_i = (nu + beta - 2) / (nu + M - 2) Sigma_ii + sigma_n^2
 
-(the seed paper's per-point likelihood, as its public code has it: the noise variance is not
-beta-scaled). The variational distribution is ``q(v) = ST(nu_q, m, S)``, with
+(the per-point likelihood of Xu, Zeng & Paisley, as their public code has it: the noise
+variance is not beta-scaled). The variational distribution is ``q(v) = ST(nu_q, m, S)``, with
 ``S = diag(sigma^2)`` (default) or ``S = R R^T`` (``covariance="full"``), in the whitened
-coordinates, like gpnum's SVGP (design notes 4.1): ``q(u) = ST(nu_q, L m, L S L^T)``, and
+coordinates, like gpnum's SVGP (Hensman et al. 2015): ``q(u) = ST(nu_q, L m, L S L^T)``, and
 ``KL(q(u) || p(u)) = KL(q(v) || ST(nu, 0, I))``, which costs O(M) instead of O(M^3).
 
 ELBO, with ``S_mc`` draws of the Gaussian scale mixture
@@ -55,7 +55,7 @@ _PI = math.pi
 
 
 class SVTP(ComposedParameters):
-    """Sparse variational Student-t process (Xu & Zeng 2024; seed 002).
+    """Sparse variational Student-t process (Xu & Zeng 2024; Xu, Zeng & Paisley 2024).
 
     Parameters
     ----------

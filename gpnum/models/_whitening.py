@@ -5,7 +5,8 @@
 contour integral quadrature; Pleiss et al. 2020). Each strategy owns its forward pass, its
 backward pass to ``(K_ZZ_bar, K_ZX_bar)``, how predictions are chunked and what one chunk can
 hand the next, and a joint prior draw over ``[Z; X]`` for pathwise sampling. The model supplies
-the kernel matrices and reads nothing else of the strategy. Design notes, sections 4.1 and 4.3.
+the kernel matrices and reads nothing else of the strategy. Hensman, Matthews & Ghahramani (2015);
+Pleiss et al. (2020); docs/ciq.md.
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ class CIQWhitening:
 
     No O(m^3) operation: msMINRES over ``num_quad`` shifts (:func:`gpnum.ciq.inv_sqrt_matmul`)
     forward, one more msMINRES and a ``param_vjp`` backward. Only the symmetric root gives a
-    valid whitening with preconditioning, so the solves are not preconditioned (design notes
-    4.1).
+    valid whitening with preconditioning, so the solves are not preconditioned (GPyTorch
+    disables it there for the same reason).
 
     Parameters
     ----------
@@ -188,7 +189,8 @@ class CIQWhitening:
         return (cache["op"], cache["res"])
 
     def backward(self, A, cache, A_bar):
-        """``(K_ZZ_bar (m, m), K_ZX_bar (m, b))`` by the CIQ backward pass (design notes 4.3)."""
+        """``(K_ZZ_bar (m, m), K_ZX_bar (m, b))`` by the CIQ backward pass (Pleiss et al. 2020;
+        docs/ciq.md)."""
         Kzx_bar, g = inv_sqrt_matmul_vjp(cache["res"], cache["op"], cache["Kzx"], A_bar,
                                           rtol=self.options.get("rtol", 1e-3),
                                           maxiter=self.options.get("maxiter", 200),
