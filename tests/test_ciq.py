@@ -387,8 +387,8 @@ def test_deflated_vjp_finite_differences_through_a_held_matrix():
 def test_deferred_solves_match_dense_shifted_solves(deflate):
     """Without a workspace the forward forms x from the Lanczos basis directly and the
     per-shift solves only when asked (a backward pass): both against dense solves."""
-    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
+    from gpnum.linalg._ciq_solves import _DeferredSolves
 
     m, k = 200, 16
     K = kernel_matrix("matern52", m, 1e4, seed=43)
@@ -517,8 +517,8 @@ def test_vjp_in_factored_form_matches_the_dense_frechet_derivative(deflate, shar
     # pairs (never the per-shift forward solves), with a workspace (the basis copied out of
     # it) or without. Reference: the Daleckii-Krein formula for d<xbar, K^(-1/2) B>/dK,
     # V (F o V^T xbar B^T V) V^T with F the divided differences of lambda^(-1/2).
-    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
+    from gpnum.linalg._ciq_solves import _DeferredSolves
 
     m, k = 60, 5
     K = kernel_matrix("matern52", m, 1e3, seed=48)
@@ -567,8 +567,8 @@ def test_vjp_from_both_bases_on_every_backend(to_xp, xp, dtype, deflate, monkeyp
     # workspace's memory and forms the K cotangent from the two bases (and the deflated
     # pairs), never a (q, m, k) array; against the Daleckii-Krein derivative and K^(-1/2) xbar,
     # on every backend.
-    from gpnum.linalg._ciq_solves import _DeferredSolves
     from gpnum.linalg import Workspace
+    from gpnum.linalg._ciq_solves import _DeferredSolves
 
     used = []
     plain = _DeferredSolves.factors_against
