@@ -6,6 +6,7 @@ from gpnum.models._build import (build_model, default_kernel, default_likelihood
 from gpnum.models._gpr import GPR
 from gpnum.models._gpr_cg import CGOptions
 from gpnum.models._gpr_multioutput import MultiOutputGPR
+from gpnum.models._svgp_multioutput import LMCSVGP, stack_outputs
 from gpnum.models._gvi import GVI
 from gpnum.models._sgpr import SGPR
 from gpnum.models._svgp import SVGP
@@ -14,4 +15,4 @@ from gpnum.models._student_t_math import student_t_fisher, student_t_fisher_solv
 
 __all__ = ["CGOptions", "GPR", "GVI", "SGPR", "SVGP", "SVTP", "build_model", "default_kernel",
            "default_likelihood", "inducing_jitter", "student_t_fisher", "student_t_fisher_solve"]
-__all__ += ["MultiOutputGPR"]
+__all__ += ["LMCSVGP", "MultiOutputGPR", "stack_outputs"]
