@@ -8,6 +8,7 @@ from gpnum.models._gpr_cg import CGOptions
 from gpnum.models._gpr_multioutput import MultiOutputGPR
 from gpnum.models._svgp_multioutput import LMCSVGP, stack_outputs
 from gpnum.models._gvi import GVI
+from gpnum.models._oilmm import OILMM
 from gpnum.models._sgpr import SGPR
 from gpnum.models._svgp import SVGP
 from gpnum.models._svtp import SVTP
@@ -15,4 +16,4 @@ from gpnum.models._student_t_math import student_t_fisher, student_t_fisher_solv
 
 __all__ = ["CGOptions", "GPR", "GVI", "SGPR", "SVGP", "SVTP", "build_model", "default_kernel",
            "default_likelihood", "inducing_jitter", "student_t_fisher", "student_t_fisher_solve"]
-__all__ += ["LMCSVGP", "MultiOutputGPR", "stack_outputs"]
+__all__ += ["LMCSVGP", "MultiOutputGPR", "OILMM", "stack_outputs"]
