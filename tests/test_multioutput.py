@@ -346,3 +346,24 @@ def test_model_bad_input():
         model.objective_and_grad(X, Y[:5])
     with pytest.raises(ValueError, match="choose one"):
         model.predict_f(X, full_cov=True, full_output_cov=True)
+
+
+@pytest.mark.parametrize("kind", ["icm", "lmc", "independent"])
+def test_kernel_rebuilds_from_checkpoint_spec(kind, monkeypatch):
+    """What gpnum.checkpoint needs to save these kernels: only an allow-list that admits
+    gpnum.kernels' multi-output kernels (they are not Kernel subclasses); the spec of children
+    and settings and the rebuild by name already work."""
+    import gpnum.checkpoint as ckpt
+
+    allowed = ckpt._allowed_classes()
+    for cls in (ICM, LMC, IndependentOutputs):
+        allowed[("gpnum.kernels", cls.__name__)] = cls
+    monkeypatch.setattr(ckpt, "_allowed_classes", lambda: allowed)
+    _, _, _, rng = data()
+    p = start(kind, rng)
+    k = build_kernel(kind, p)
+    params = {n: np.asarray(v) for n, v in k.parameters().items()}
+    again = ckpt._build(ckpt._spec(k), params, np, np.float64, "cpu")
+    assert type(again) is type(k) and again.num_outputs == k.num_outputs
+    X = np.random.default_rng(1).normal(size=(4, 2))
+    np.testing.assert_array_equal(again.gram(X), k.gram(X))

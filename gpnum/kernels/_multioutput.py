@@ -278,6 +278,10 @@ class ICM(MultiOutputKernel):
     Parameters: ``kernel.<name>`` (the latent kernel's), ``coregion.W``, ``coregion.kappa``.
     """
 
+    #: How gpnum.checkpoint passes the children back: the latent kernel only (the Coregion
+    #: child's parameters are set afterwards by name).
+    _children_arg = "base"
+
     def __init__(self, kernel, num_outputs, rank=1, W=None, kappa=None):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
@@ -318,12 +322,13 @@ class LMC(MultiOutputKernel):
 
     Parameters
     ----------
-    kernels : sequence of gpnum.kernels.Kernel
-        The ``Q`` latent kernels (distinct objects of one namespace, dtype and device).
+    kernels : sequence of gpnum.kernels.Kernel or ICM
+        The ``Q`` latent kernels (distinct objects of one namespace, dtype and device); an
+        :class:`ICM` (of ``num_outputs`` outputs) is taken as the term itself, its ``B`` kept.
     num_outputs : int
         ``t``.
     rank : int or sequence of int
-        Columns of each ``W_q`` (one for all terms, or one per term).
+        Columns of each ``W_q`` (one for all terms, or one per term; an ICM keeps its own).
 
     Notes
     -----
@@ -332,19 +337,27 @@ class LMC(MultiOutputKernel):
     the terms should not begin interchangeable.
     """
 
+    _children_arg = "kernels"
+
     def __init__(self, kernels, num_outputs, rank=1):
         kernels = list(kernels)
         if not kernels:
             raise ValueError("kernels: expected at least one kernel")
-        check_children("LMC", kernels)
+        for k in kernels:
+            if isinstance(k, ICM) and k.num_outputs != num_outputs:
+                raise ValueError(f"kernels: an ICM of {k.num_outputs} outputs in an LMC of "
+                                 f"{num_outputs}")
+        latent = [k.kernel if isinstance(k, ICM) else k for k in kernels]
+        check_children("LMC", latent)
         ranks = [rank] * len(kernels) if isinstance(rank, int) else list(rank)
         if len(ranks) != len(kernels):
             raise ValueError(f"rank: expected an int or {len(kernels)} ints (one per kernel), "
                              f"got {rank!r}")
-        self.terms = [ICM(k, num_outputs, r) for k, r in zip(kernels, ranks, strict=True)]
+        self.terms = [k if isinstance(k, ICM) else ICM(k, num_outputs, r)
+                      for k, r in zip(kernels, ranks, strict=True)]
         self.num_outputs = self.terms[0].num_outputs
-        self.rank = ranks
-        first = kernels[0]
+        self.rank = [icm.rank for icm in self.terms]
+        first = latent[0]
         self._init_namespace(first.xp, first.dtype, device_of(first._reference()))
 
     def _children(self):
@@ -388,6 +401,8 @@ class IndependentOutputs(MultiOutputKernel):
     -----
     Parameters: ``a.<name>`` for output ``a``.
     """
+
+    _children_arg = "kernels"
 
     def __init__(self, kernels):
         kernels = list(kernels)
