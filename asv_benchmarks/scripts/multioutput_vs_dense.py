@@ -85,7 +85,13 @@ def dense_lml_and_grad(model):
     Sinv, info = lapack.dpotri(L, lower=1, overwrite_c=1)
     assert info == 0
     del L
-    Sinv = np.tril(Sinv) + np.tril(Sinv, -1).T
+    # potri fills the lower triangle: mirror it in row blocks (no (n t)^2 temporary)
+    step = 1000
+    for s0 in range(0, N, step):
+        s1 = min(s0 + step, N)
+        Sinv[s0:s1, s1:] = Sinv[s1:, s0:s1].T
+        block = Sinv[s0:s1, s0:s1]
+        Sinv[s0:s1, s0:s1] = np.tril(block) + np.tril(block, -1).T
     A = alpha.reshape(n, t)
     dK = np.zeros((n, n))
     dB = np.zeros((t, t))
