@@ -13,8 +13,11 @@ gpnum.fit (L-BFGS-B, 500 iterations at most), each from the same start:
 Prints the test NLL (mean over the held-out entries of -log p(y | data), in deg C units) and the
 RMSE (deg C) per model and seed, and their means.
 
+With a third argument, draws the first split's predictions of two months by the independent
+GPs and the ICM into that PNG file (docs/figures/multioutput_elnino.png).
+
 Usage:
-    python asv_benchmarks/scripts/multioutput_elnino.py [SEEDS] [HOLDOUT]
+    python asv_benchmarks/scripts/multioutput_elnino.py [SEEDS] [HOLDOUT] [FIGURE]
 """
 
 import sys
@@ -30,6 +33,7 @@ from gpnum.models import MultiOutputGPR
 
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 holdout = float(sys.argv[2]) if len(sys.argv) > 2 else 0.3
+figure = sys.argv[3] if len(sys.argv) > 3 else None
 T = 12
 
 
@@ -44,6 +48,29 @@ def build(kind):
     return lmc
 
 
+def draw(path, data, curves):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    years = np.asarray(data.X)[:, 0]
+    Y, Ytest = np.asarray(data.Y_train), np.asarray(data.Y_test)
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for ax, a in zip(axes, (2, 8), strict=True):
+        for kind, colour in (("independent", "tab:orange"), ("icm", "tab:blue")):
+            mean, sd = curves[kind][0][:, a], np.sqrt(curves[kind][1][:, a])
+            ax.plot(years, mean, color=colour, label=f"{kind} mean +- 2 sd")
+            ax.fill_between(years, mean - 2 * sd, mean + 2 * sd, color=colour, alpha=0.2)
+        ax.plot(years, Y[:, a], "k.", label="training entries")
+        ax.plot(years, Ytest[:, a], "rx", label="held-out entries")
+        ax.set_ylabel(f"{data.output_names[a]} SST (deg C)")
+    axes[0].legend(fontsize=8, ncol=2)
+    axes[-1].set_xlabel("year")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
 def run(seed):
     data = gpnum.datasets.load_multioutput("elnino", holdout=holdout, seed=seed, xp=np)
     X = (np.asarray(data.X) - 1980.0) / 10.0
@@ -51,7 +78,7 @@ def run(seed):
     mu, sd = np.nanmean(Y, axis=0), np.nanstd(Y, axis=0)
     Ys = (Y - mu) / sd
     test = ~np.isnan(Ytest)
-    out = {}
+    out, curves = {}, {}
     for kind in ("independent", "icm", "lmc"):
         model = MultiOutputGPR(build(kind), Gaussian(variance=np.full(T, 0.1)), X, Ys)
         t0 = time.perf_counter()
@@ -61,10 +88,13 @@ def run(seed):
         seconds = time.perf_counter() - t0
         mean, var = model.predict_y(X)
         mean, var = mu + sd * mean, var * sd * sd
+        curves[kind] = (mean, var)
         r = (Ytest - mean)[test]
         nll = np.mean(0.5 * np.log(2 * np.pi * var[test]) + 0.5 * r * r / var[test])
         out[kind] = (nll, np.sqrt(np.mean(r * r)), float(model.log_marginal_likelihood()),
                      seconds)
+    if figure is not None and seed == 0:
+        draw(figure, data, curves)
     return out
 
 
