@@ -141,7 +141,8 @@ def make_model(kind, p, X, Y, xp, dtype, device, **kw):
 
 
 CASES = [("icm", 0.0, "auto"), ("icm", 0.0, "cholesky"), ("icm", 0.3, "auto"),
-         ("lmc", 0.0, "auto"), ("lmc", 0.3, "auto"), ("independent", 0.3, "auto")]
+         ("lmc", 0.0, "auto"), ("lmc", 0.3, "auto"), ("independent", 0.0, "auto"),
+         ("independent", 0.3, "auto"), ("independent", 0.3, "cholesky")]
 IDS = [f"{k}-{int(100 * m)}pct-{s}" for k, m, s in CASES]
 
 
@@ -212,6 +213,7 @@ def test_lml_matches_dense_cholesky(kind, missing, solver, xp, dtype, device):
     p = start(kind, rng)
     model = make_model(kind, p, X, Y, xp, dtype, device, solver=solver)
     assert model.uses_kronecker == (kind == "icm" and not missing and solver == "auto")
+    assert model.uses_independent == (kind == "independent" and solver == "auto")
     ref = lml_np(kind, p, X, Y)
     rtol = 1e-9 if dtype == xp.float64 else 1e-4
     assert abs(float(model.log_marginal_likelihood()) - ref) <= rtol * abs(ref)

@@ -18,7 +18,9 @@ Sigma^{-1})`` pushed to the ``K_q`` and ``B_q`` by
   memory instead of O(n^3 t^3) and O(n^2 t^2) (the formulas are in ``_multioutput_math.py``);
 - ``"cholesky"`` (an LMC, or missing outputs: NaN entries of ``Y``): one Cholesky
   factorisation of ``Sigma`` restricted to the observed entries, O(N_o^3) for ``N_o``
-  observed entries, exact on heterotopic data.
+  observed entries, exact on heterotopic data;
+- independent outputs (:class:`~gpnum.kernels.IndependentOutputs`): one Cholesky
+  factorisation per output on its observed rows (``_multioutput_independent.py``).
 """
 
 from __future__ import annotations
@@ -36,9 +38,14 @@ from gpnum.backend import (
     solve_triangular,
 )
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.kernels import ICM, MultiOutputKernel
+from gpnum.kernels import ICM, IndependentOutputs, MultiOutputKernel
 from gpnum.likelihoods import Gaussian
 from gpnum.models._composite import FullBatchGaussianModel
+from gpnum.models._multioutput_independent import (
+    independent_lml,
+    independent_predict,
+    independent_state,
+)
 from gpnum.models._multioutput_math import kronecker_factors, kronecker_lml, kronecker_predict
 
 __all__ = ["MultiOutputGPR"]
@@ -67,8 +74,9 @@ class MultiOutputGPR(FullBatchGaussianModel):
     jitter : float
         Fixed value added to every noise variance (default 0).
     solver : {"auto", "kronecker", "cholesky"}
-        ``"auto"``: the Kronecker path for an ICM with no missing entry, else Cholesky on the
-        observed entries. ``"kronecker"`` raises when that path does not apply.
+        ``"auto"``: the Kronecker path for an ICM with no missing entry, one factorisation per
+        output for independent outputs, else Cholesky on the observed entries (the joint one:
+        ``"cholesky"`` forces it). ``"kronecker"`` raises when that path does not apply.
 
     Attributes
     ----------
@@ -183,6 +191,12 @@ class MultiOutputGPR(FullBatchGaussianModel):
         return self.solver != "cholesky" and self._kronecker_applies(self._own_mask)
 
     @property
+    def uses_independent(self) -> bool:
+        """Whether the outputs are independent (:class:`~gpnum.kernels.IndependentOutputs`,
+        ``solver="auto"``): then one factorisation per output on its observed rows."""
+        return self.solver == "auto" and isinstance(self.kernel, IndependentOutputs)
+
+    @property
     def Y(self):
         """The training targets, (n, t), NaN where missing."""
         return self._y
@@ -230,6 +244,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             return self._lml_kronecker(X, Y, need_grad)
         if self.solver == "kronecker":
             raise ValueError("solver='kronecker': these targets have missing entries")
+        if self.uses_independent:
+            return independent_lml(self, X, Y, need_grad)
         return self._lml_cholesky(X, Y, mask, need_grad)
 
     def _lml_kronecker(self, X, Y, need_grad):
@@ -358,6 +374,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             factors = self._factors(K, B)
             _, g = kronecker_lml(factors, self._residual(self._y), K, B, False, alpha=True)
             return {"factors": factors, "A": g["A"], "B": B}
+        if self.uses_independent:
+            return independent_state(self)
         mask = self._own_mask
         grams = [k(self._X) for k in self.kernel.latent_kernels]
         coregion = self.kernel.coregion_matrices()
@@ -383,6 +401,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             mean, cov = kronecker_predict(state["factors"], state["A"], state["B"], Ks, prior,
                                           how)
             return mean0 + mean, cov
+        if "independent" in state:
+            return independent_predict(self, Xnew, state, how)
         coregion = state["coregion"]
         cross = self.kernel.kron_sum([xp.astype(k(Xnew, self._X), high, copy=False)
                           for k in self.kernel.latent_kernels], coregion)       # (m t, n t)
