@@ -369,3 +369,29 @@ def test_kernel_rebuilds_from_checkpoint_spec(kind, monkeypatch):
     assert type(again) is type(k) and again.num_outputs == k.num_outputs
     X = np.random.default_rng(1).normal(size=(4, 2))
     np.testing.assert_array_equal(again.gram(X), k.gram(X))
+
+
+def test_kronecker_float32_smooth_kernel_and_indefinite_input():
+    """float32 K of a smooth kernel has round-off eigenvalues below zero: the Kronecker path
+    clips them (the noise keeps the covariance definite) and matches the dense reference; a
+    genuinely indefinite matrix raises."""
+    from gpnum.errors import NotPSDError
+    from gpnum.models._multioutput_math import kronecker_factors
+
+    rng = np.random.default_rng(7)
+    n = 300
+    X = np.sort(rng.uniform(0, 5, (n, 1)), axis=0)
+    Y = np.hstack([np.sin(X), np.cos(X)]) + 0.1 * rng.standard_normal((n, 2))
+    k = ICM(RBF(lengthscale=1.0, dtype=np.float32), 2, 1)
+    model = MultiOutputGPR(k, Gaussian(variance=np.full(2, 0.01, dtype=np.float32),
+                                       dtype=np.float32), X.astype(np.float32),
+                           Y.astype(np.float32))
+    W = np.asarray(k.coregion.W, dtype=np.float64)
+    B64 = W @ W.T + np.eye(2)
+    S = np.kron(rbf_np(X, X, 1.0, 1.0), B64) + 0.01 * np.eye(2 * n)
+    r = Y.reshape(-1)
+    ref = -0.5 * (r @ np.linalg.solve(S, r) + np.linalg.slogdet(S)[1] + r.size * np.log(2 * np.pi))
+    assert abs(float(model.log_marginal_likelihood()) - ref) < 1e-3 * abs(ref)
+    K = np.array([[1.0, 2.0], [2.0, 1.0]])
+    with pytest.raises(NotPSDError, match="indefinite"):
+        kronecker_factors(K, np.eye(2), np.ones(2))

@@ -267,8 +267,12 @@ class MultiOutputGPR(FullBatchGaussianModel):
         return value, self._pack(g["mean"], params, g["noise"])
 
     def _factors(self, K, B):
+        # K and B are formed in the working dtype: their round-off, not float64's, bounds how
+        # far below zero a PSD matrix's computed eigenvalues may fall.
+        eps = float(self.xp.finfo(self.dtype).eps)
+        rtol = max(1e-8, 10.0 * max(K.shape[0], B.shape[0]) * eps)
         try:
-            return kronecker_factors(K, B, self._noise())
+            return kronecker_factors(K, B, self._noise(), rtol)
         except NotPSDError as exc:
             raise self._not_psd("the noise-scaled Kronecker factors", exc) from None
 

@@ -37,12 +37,13 @@ __all__ = ["kronecker_factors", "kronecker_lml", "kronecker_predict"]
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def kronecker_factors(K, B, noise):
+def kronecker_factors(K, B, noise, rtol=1e-8):
     """Eigendecompositions of ``K`` (n, n) and ``D^{-1/2} B D^{-1/2}`` (t, t), ``D = diag(noise)``.
 
     Returns ``{"UK", "lK", "UB", "lB", "s", "E"}`` (``s = sqrt(noise)``, ``E`` (n, t) as in the
     module notes). Eigenvalues of the PSD ``K`` and ``B~`` that round-off leaves below zero are
-    set to zero (they are zero in exact arithmetic; the noise keeps ``E >= 1``).
+    set to zero (they are zero in exact arithmetic; the noise keeps ``E >= 1``); one below
+    ``-rtol`` times the largest raises :class:`gpnum.NotPSDError` (an indefinite matrix).
     """
     xp = get_namespace(K, B, noise)
     if not bool(xp.all(noise > 0.0)):
@@ -51,8 +52,8 @@ def kronecker_factors(K, B, noise):
     lK, UK = xp.linalg.eigh(0.5 * (K + K.T))
     Bt = B / (s[:, None] * s[None, :])
     lB, UB = xp.linalg.eigh(0.5 * (Bt + Bt.T))
-    tol_K = -1e-8 * float(xp.max(xp.abs(lK)))
-    tol_B = -1e-8 * float(xp.max(xp.abs(lB)))
+    tol_K = -rtol * float(xp.max(xp.abs(lK)))
+    tol_B = -rtol * float(xp.max(xp.abs(lB)))
     if float(xp.min(lK)) < tol_K or float(xp.min(lB)) < tol_B:
         raise NotPSDError(f"an indefinite kernel or coregionalisation matrix (smallest "
                           f"eigenvalues {float(xp.min(lK)):.3g}, {float(xp.min(lB)):.3g})")
