@@ -14,6 +14,7 @@ from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._coregion import Coregion
 from gpnum.kernels._expression import KERNEL_NAMES, from_expression
 from gpnum.kernels._linear import Constant, Linear, White
+from gpnum.kernels._multioutput import ICM, LMC, IndependentOutputs, MultiOutputKernel
 from gpnum.kernels._nested import ParentKernel
 from gpnum.kernels._periodic import Cosine, Periodic
 from gpnum.kernels._polynomial import Polynomial
@@ -31,6 +32,10 @@ __all__ = [
     "Coregion",
     "Cosine",
     "Exponential",
+    "ICM",
+    "IndependentOutputs",
+    "LMC",
+    "MultiOutputKernel",
     "KERNEL_NAMES",
     "Kernel",
     "Linear",

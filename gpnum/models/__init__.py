@@ -12,8 +12,10 @@ from gpnum.models._build import (
 from gpnum.models._distributions import precision_to_q_sqrt, project_latents, q_sqrt_to_precision
 from gpnum.models._gpr import GPR
 from gpnum.models._gpr_cg import CGOptions
+from gpnum.models._gpr_multioutput import MultiOutputGPR
 from gpnum.models._gvi import GVI
 from gpnum.models._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+from gpnum.models._oilmm import OILMM
 from gpnum.models._protocol import Model, ModelDefaults, check_model, model_members
 from gpnum.models._sgpr import SGPR
 from gpnum.models._specs import (
@@ -25,6 +27,7 @@ from gpnum.models._specs import (
 )
 from gpnum.models._student_t_math import student_t_fisher, student_t_fisher_solve
 from gpnum.models._svgp import SVGP
+from gpnum.models._svgp_multioutput import LMCSVGP, stack_outputs
 from gpnum.models._svtp import SVTP
 
 __all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_KERNELS",
@@ -33,3 +36,4 @@ __all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_
            "inducing_jitter", "kernel_from_spec", "kernel_spec", "likelihood_from_spec",
            "likelihood_spec", "model_members", "precision_to_q_sqrt", "project_latents",
            "q_sqrt_to_precision", "spec_classes", "student_t_fisher", "student_t_fisher_solve"]
+__all__ += ["LMCSVGP", "MultiOutputGPR", "OILMM", "stack_outputs"]

@@ -23,6 +23,10 @@ __all__ = ["allowed_classes", "kernel_from_spec", "kernel_spec", "likelihood_fro
            "likelihood_spec", "spec_classes"]
 
 _SKIP_INIT = {"self", "xp", "dtype", "device"}
+#: What a kernel spec may describe: single-output kernels and the multi-output kernels (their
+#: gram is (n t, n t), so they are not Kernel subclasses), and those built from other kernels.
+_KERNEL_TYPES = (kernels.Kernel, kernels.MultiOutputKernel)
+_PARENT_TYPES = (kernels.ParentKernel, kernels.MultiOutputKernel)
 
 
 def _json_setting(value):
@@ -30,9 +34,10 @@ def _json_setting(value):
     else ``(False, None)``."""
     if isinstance(value, (bool, int, float, str)) or value is None:
         return True, value
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str))
-                                               for v in value):
-        return True, list(value)  # e.g. a kernel's active_dims
+    if isinstance(value, (list, tuple)):  # e.g. a kernel's active_dims, an ICM's W
+        items = [_json_setting(v) for v in value]
+        if all(ok and not isinstance(v, type(None)) for ok, v in items):
+            return True, [v for _, v in items]
     return False, None
 
 
@@ -79,9 +84,9 @@ def _spec(obj, children):
 def kernel_spec(kernel) -> dict:
     """A gpnum kernel as JSON-able data (class, settings, children); its parameter values
     are ``kernel.parameters()``. Rebuild with :func:`kernel_from_spec`."""
-    if not isinstance(kernel, kernels.Kernel):
+    if not isinstance(kernel, _KERNEL_TYPES):
         raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
-    children = kernel.children() if isinstance(kernel, kernels.ParentKernel) else []
+    children = kernel.children() if isinstance(kernel, _PARENT_TYPES) else []
     return _spec(kernel, children)
 
 
@@ -100,7 +105,7 @@ def spec_classes(obj) -> dict:
     scikit-learn estimators' ``clone``); checkpoints never pass it."""
     cls = type(obj)
     out = {(cls.__module__.split("._")[0], cls.__name__): cls}
-    if isinstance(obj, kernels.ParentKernel):
+    if isinstance(obj, _PARENT_TYPES):
         for _, k in obj.children():
             out.update(spec_classes(k))
     return out
@@ -111,8 +116,8 @@ def allowed_classes() -> dict:
     kernels and likelihoods, nothing else (a spec is data: it never makes gpnum import a module
     or call a class of its choosing)."""
     allowed = {}
-    abstract = (kernels.Kernel, kernels.ParentKernel, likelihoods.Likelihood)
-    for module, base in ((kernels, kernels.Kernel), (likelihoods, likelihoods.Likelihood)):
+    abstract = (*_KERNEL_TYPES, kernels.ParentKernel, likelihoods.Likelihood)
+    for module, base in ((kernels, _KERNEL_TYPES), (likelihoods, likelihoods.Likelihood)):
         for name in module.__all__:
             obj = getattr(module, name)
             if isinstance(obj, type) and issubclass(obj, base) and obj not in abstract:
@@ -133,7 +138,7 @@ def _from_spec(spec, params, xp, dtype, device, where, classes):
     # ArcCosine's per-layer variances); set_parameters keeps the shapes it finds.
     own = {k: v for k, v in arrays.items() if "." not in k and k in accepted}
     if "children" in spec:
-        if not issubclass(cls, kernels.ParentKernel):
+        if not issubclass(cls, _PARENT_TYPES):
             raise ValueError(f"{where}: {cls.__name__} is not built from kernels")
         prefixes = spec.get("child_prefixes") or [str(i) for i in range(len(spec["children"]))]
         kids = []
@@ -166,7 +171,7 @@ def kernel_from_spec(spec, params=None, *, xp=None, dtype=None, device=None,
     xp = B.namespace() if xp is None else xp
     dtype = xp.float64 if dtype is None else dtype
     obj = _from_spec(spec, dict(params or {}), xp, dtype, device, where, classes)
-    if not isinstance(obj, kernels.Kernel):
+    if not isinstance(obj, _KERNEL_TYPES):
         raise ValueError(f"{where}: {spec.get('class')!r} is not a kernel")
     return obj
 
