@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 import scipy.linalg
+from gradcheck import check_grad
 
 import gpnum.kernels as K
 from gpnum.backend import to_numpy
-from gradcheck import check_grad
 
 LAGS = np.array([0.0, 1e-9, 1e-4, 0.03, 0.4, 1.0, 2.7, 9.0, 31.0])
 
@@ -148,7 +148,7 @@ def test_form_derivatives_finite_differences(name):
     for i, pname in enumerate(form.names):
         x0 = float(np.reshape(kernel.parameters()[pname], ()))
 
-        def parts(v, pname=pname):
+        def parts(v, pname=pname, x0=x0):
             _set(kernel, pname, v)
             f = K.state_space_form(kernel)
             a, _ = f.transition(dt)
@@ -170,7 +170,7 @@ def test_form_on_every_backend(xp, dtype, device, to_xp):
     form = K.state_space_form(kernel)
     lags = to_xp(LAGS)
     A, dA = form.transition(lags, need_grad=True)
-    Q, dQ = form.process_noise(A, dA)
+    _, dQ = form.process_noise(A, dA)
     assert A.dtype == dtype and dQ.shape == (5,) + tuple(A.shape)
     implied = (A @ (form.P_inf @ form.H)) @ form.H
     expected = _gram_at_lags(K.Matern32(0.8, 1.4) + K.SHO(1.2, 1.7, 3.0), LAGS)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.errors import ShapeError, describe_shape
+from gpnum.errors import ShapeError
 from gpnum.kernels._base import Kernel
 
 __all__ = ["SHO", "sho_functions"]
