@@ -86,20 +86,24 @@ class StateSpaceForm:
 
         ``dQ = dP_inf - dA P_inf A^T - A dP_inf A^T - A P_inf dA^T``.
         """
-        P = self.P_inf
+        xp = get_namespace(A)
+        # in A's dtype: float64 steps with a float32 kernel give float64 transitions
+        P = xp.astype(self.P_inf, A.dtype, copy=False)
         AP = A @ P
         Q = _sym(P - AP @ _t(A))
         if dA is None:
             return Q, None
+        dP = xp.astype(self.dP_inf, A.dtype, copy=False)[:, None, :, :]
         dAPAt = dA @ _t(AP)[None, ...]
-        dQ = self.dP_inf[:, None, :, :] - dAPAt - _t(dAPAt) \
-            - A[None, ...] @ self.dP_inf[:, None, :, :] @ _t(A)[None, ...]
+        dQ = dP - dAPAt - _t(dAPAt) - A[None, ...] @ dP @ _t(A)[None, ...]
         return Q, _sym(dQ)
 
     def covariance(self, dt):
         """``k(dt) = H A(dt) P_inf H^T`` for steps ``dt`` (n,) >= 0: (n,)."""
         A, _ = self.transition(dt)
-        return (A @ (self.P_inf @ self.H)) @ self.H
+        xp = get_namespace(A)
+        PH = xp.astype(self.P_inf @ self.H, A.dtype, copy=False)
+        return (A @ PH) @ xp.astype(self.H, A.dtype, copy=False)
 
 
 def _t(M):
