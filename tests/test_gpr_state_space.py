@@ -90,8 +90,13 @@ def sequential_lml(form, t, y, noise, mean):
     return total
 
 
+@pytest.mark.parametrize("method", ["blocked", "associative"])
 @pytest.mark.parametrize("name", KERNELS)
-def test_scan_matches_sequential_filter(name):
+def test_scan_matches_sequential_filter(name, method, monkeypatch):
+    from gpnum.models import _gpr_state_space
+
+    monkeypatch.setattr(_gpr_state_space, "METHOD", method)
+    monkeypatch.setattr(_gpr_state_space, "BLOCKS", 13)  # uneven: a padded last block
     t, y = _data()
     ss, _ = _models(name, t, y)
     ref = sequential_lml(K.state_space_form(ss.kernel), t, y, 0.09, 0.15)
@@ -132,13 +137,20 @@ def test_gradient_finite_differences(name):
         check_grad(f, x0, grads[key], name=key, eps=1e-6)
 
 
-def test_chunked_scan_equals_one_scan(monkeypatch):
+@pytest.mark.parametrize("method, chunk, blocks", [("associative", 37, 1),
+                                                  ("blocked", 37, 4), ("blocked", 500, 1),
+                                                  ("blocked", 1000, 499)])
+def test_chunks_and_blocks_change_nothing(monkeypatch, method, chunk, blocks):
     from gpnum.models import _gpr_state_space
 
     t, y = _data()
     ss, _ = _models("matern32_plus_sho", t, y)
+    monkeypatch.setattr(_gpr_state_space, "METHOD", "associative")
+    monkeypatch.setattr(_gpr_state_space, "CHUNK", 10 ** 6)
     v1, g1 = ss.log_marginal_likelihood_and_grad()
-    monkeypatch.setattr(_gpr_state_space, "CHUNK", 37)
+    monkeypatch.setattr(_gpr_state_space, "METHOD", method)
+    monkeypatch.setattr(_gpr_state_space, "CHUNK", chunk)
+    monkeypatch.setattr(_gpr_state_space, "BLOCKS", blocks)
     v2, g2 = ss.log_marginal_likelihood_and_grad()
     assert abs(float(v1) - float(v2)) <= 1e-11 * abs(float(v1))
     for key in g1:

@@ -23,13 +23,17 @@ from gpnum.backend import default_rng, device_of
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.kernels import has_state_space_form, state_space_form
 from gpnum.models import _kalman_smoother as smoother
+from gpnum.models._kalman_blocked import chunk_terms_blocked
 from gpnum.models._kalman_scan import log_marginal_likelihood
 
 __all__ = ["check_state_space", "has_state_space_form", "lml", "predict", "prediction_state", "sample_f"]
 
-#: Steps per scan of the likelihood: memory O(chunk J^2 p); beyond ~1e4 steps the time per
-#: step no longer falls with the chunk (docs/timeseries.md).
-CHUNK = 1 << 15
+#: Steps per scan of the likelihood: memory O(chunk J^2 p).
+CHUNK = 1 << 16
+#: The likelihood's scan: "blocked" (:mod:`gpnum.models._kalman_blocked`, BLOCKS blocks per
+#: chunk) or "associative" (:mod:`gpnum.models._kalman_scan`, the odd/even recursion).
+METHOD = "blocked"
+BLOCKS = 1024
 
 
 def check_state_space(kernel, X):
@@ -104,7 +108,12 @@ def lml(model, X, y, need_grad):
     if need_grad:
         dR = xp.concat([xp.zeros((pk,), dtype=xp.float64, device=dev),
                         xp.asarray([1.0, 0.0], dtype=xp.float64, device=dev)])
-    value, dvalue = log_marginal_likelihood(n, h, R, steps, dR=dR, chunk=CHUNK)
+    terms = None
+    if METHOD == "blocked":
+        def terms(*args):
+            return chunk_terms_blocked(*args, num_blocks=BLOCKS)
+    value, dvalue = log_marginal_likelihood(n, h, R, steps, dR=dR, chunk=CHUNK,
+                                            chunk_terms=terms)
     value = model._scalar(value)
     if not need_grad:
         return value, None

@@ -116,41 +116,43 @@ def _inverse(M):
 
 
 # ------------------------------------------------------------------------------ elements
-def _elements(A, Q, h, R, Y, dA=None, dQ=None, dR=None, dY=None):
+def _elements(A, Q, h, R, Y, dA=None, dQ=None, dR=None, dY=None, obs=None):
     """Sarkka & Garcia-Fernandez (2021) lemma 7's elements of each step, and tangents.
 
     Shapes: A, Q (n, J, J); h (J,); R 0-d; Y (n, r); tangents with a leading axis p
-    (dR (p,)). Returns ``(Ae, be, Ce, eta, Je)`` ((n, J, J), (n, J, r), (n, J, J),
-    (n, J, r), (n, J, J)) followed by their tangents when ``dA`` is given.
+    (dR (p,)); ``obs`` (n,) optional weights 1 (observed) or 0 (no observation: the element
+    is the bare transition). Returns ``(Ae, be, Ce, eta, Je)`` ((n, J, J), (n, J, r),
+    (n, J, J), (n, J, r), (n, J, J)) followed by their tangents when ``dA`` is given.
     """
     QH = Q @ h                                       # (n, J)
     S = QH @ h + R                                   # (n,)
-    K = QH / S[:, None]
+    invS = 1.0 / S if obs is None else obs / S
+    K = QH * invS[:, None]
     hA = h @ A                                       # (n, J): the row H A_k
     Ae = A - _outer(K, hA)
     be = K[:, :, None] * Y[:, None, :]
-    Ce = _sym(Q - _outer(QH, QH) / S[:, None, None])
-    YS = Y / S[:, None]
+    QQ = _outer(QH, QH)
+    Ce = _sym(Q - QQ * invS[:, None, None])
+    YS = Y * invS[:, None]
     eta = hA[:, :, None] * YS[:, None, :]
-    Je = _outer(hA, hA) / S[:, None, None]
+    hAhA = _outer(hA, hA)
+    Je = hAhA * invS[:, None, None]
     prim = (Ae, be, Ce, eta, Je)
     if dA is None:
         return prim
     dQH = dQ @ h                                     # (p, n, J)
     dS = dQH @ h + dR[:, None]                       # (p, n)
-    dK = dQH / S[:, None] - QH * (dS / (S * S))[..., None]
+    dinvS = -dS * (invS / S)                         # d(1/S) = -dS / S^2
+    dK = dQH * invS[:, None] + QH * dinvS[..., None]
     dhA = h @ dA
     dAe = dA - _outer(dK, hA) - _outer(K, dhA)
     dbe = dK[..., :, None] * Y[:, None, :] + K[:, :, None] * dY[..., None, :]
-    QQ = _outer(QH, QH)
     cross = _outer(dQH, QH)
-    dCe = _sym(dQ - (cross + _t(cross)) / S[:, None, None]
-               + QQ * (dS / (S * S))[..., None, None])
-    dYS = dY / S[:, None] - Y * (dS / (S * S))[..., None]
+    dCe = _sym(dQ - (cross + _t(cross)) * invS[:, None, None] - QQ * dinvS[..., None, None])
+    dYS = dY * invS[:, None] + Y * dinvS[..., None]
     deta = dhA[..., :, None] * YS[:, None, :] + hA[:, :, None] * dYS[..., None, :]
     crossJ = _outer(dhA, hA)
-    dJe = (crossJ + _t(crossJ)) / S[:, None, None] - _outer(hA, hA) * (dS / (S * S))[..., None,
-                                                                                     None]
+    dJe = (crossJ + _t(crossJ)) * invS[:, None, None] + hAhA * dinvS[..., None, None]
     return prim + (dAe, dbe, dCe, deta, dJe)
 
 
@@ -320,7 +322,7 @@ def _predict_first(A, Q, m_prev, P_prev, dA=None, dQ=None, dm_prev=None, dP_prev
     return (m, P), (dm, dP)
 
 
-def log_marginal_likelihood(n, h, R, steps, *, dR=None, chunk=None):
+def log_marginal_likelihood(n, h, R, steps, *, dR=None, chunk=None, chunk_terms=None):
     """``log p(Y)`` (summed over the ``r`` columns) and, with tangents, its derivatives.
 
     Parameters
@@ -340,6 +342,9 @@ def log_marginal_likelihood(n, h, R, steps, *, dR=None, chunk=None):
     chunk : int, optional
         Steps per scan (default: all at once). The result does not depend on it beyond
         round-off.
+    chunk_terms : callable, optional
+        The filter of one chunk (default: the associative scan, :func:`_chunk_terms`; the
+        blocked scan is :func:`gpnum.models._kalman_blocked.chunk_terms_blocked`).
 
     Returns
     -------
@@ -347,6 +352,7 @@ def log_marginal_likelihood(n, h, R, steps, *, dR=None, chunk=None):
     dvalue : array (p,) or None
     """
     chunk = n if chunk is None else max(1, int(chunk))
+    chunk_terms = _chunk_terms if chunk_terms is None else chunk_terms
     with_tangents = dR is not None
     state = state_t = None
     total = total_d = 0.0
@@ -364,7 +370,7 @@ def log_marginal_likelihood(n, h, R, steps, *, dR=None, chunk=None):
                 state_t = (xp.zeros((p, J, r), dtype=A.dtype, device=device_of(A)),
                            xp.zeros((p, J, J), dtype=A.dtype, device=device_of(A)))
         tangents = (parts[3], parts[4], dR, parts[5], state_t) if with_tangents else None
-        value, state, dpart = _chunk_terms(A, Q, h, R, Y, state, tangents)
+        value, state, dpart = chunk_terms(A, Q, h, R, Y, state, tangents)
         total = total + value
         if with_tangents:
             total_d = total_d + dpart[0]
