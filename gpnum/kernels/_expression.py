@@ -29,6 +29,7 @@ def _factories():
     from gpnum.kernels._periodic import Cosine, Periodic
     from gpnum.kernels._polynomial import Polynomial
     from gpnum.kernels._rq import RationalQuadratic
+    from gpnum.kernels._sho import SHO
     from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52
 
     def stationary(cls):
@@ -49,12 +50,13 @@ def _factories():
         "white": lambda d, ard, ns: White(**ns),
         "polynomial": lambda d, ard, ns: Polynomial(**ns),
         "arccos": lambda d, ard, ns: ArcCosine(**ns),
+        "sho": lambda d, ard, ns: SHO(**ns),
     }
 
 
 #: The kernel names :func:`from_expression` knows.
 KERNEL_NAMES = ("rbf", "matern12", "exponential", "matern32", "matern52", "rq", "periodic",
-                "cosine", "linear", "constant", "white", "polynomial", "arccos")
+                "cosine", "linear", "constant", "white", "polynomial", "arccos", "sho")
 
 _TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[+*()])|(?P<bad>\S))")
 
@@ -81,7 +83,8 @@ def from_expression(expression, *, input_dim, ard=False, xp=None, dtype=None, de
         For example ``"rbf + rbf*periodic + rq + white"`` or ``"(linear + constant) * rbf"``.
         Names (case-insensitive): ``rbf``, ``matern12`` (= ``exponential``), ``matern32``,
         ``matern52``, ``rq`` (rational quadratic), ``periodic`` (RBF base), ``cosine``,
-        ``linear``, ``constant``, ``white``, ``polynomial`` (degree 2), ``arccos``.
+        ``linear``, ``constant``, ``white``, ``polynomial`` (degree 2), ``arccos``, ``sho``
+        (:class:`gpnum.kernels.SHO`, one column only).
     input_dim : int
         Number of input columns ``d``.
     ard : bool
