@@ -33,7 +33,7 @@ CHUNK = 1 << 16
 #: The likelihood's scan: "blocked" (:mod:`gpnum.models._kalman_blocked`, BLOCKS blocks per
 #: chunk) or "associative" (:mod:`gpnum.models._kalman_scan`, the odd/even recursion).
 METHOD = "blocked"
-BLOCKS = 1024
+BLOCKS = 2048
 
 
 def check_state_space(kernel, X):

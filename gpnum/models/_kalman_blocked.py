@@ -4,8 +4,9 @@ The steps of a chunk are cut into ``B`` contiguous blocks of ``L`` steps, and th
 run over the ``L`` steps of a block, every operation batched over the ``B`` blocks (the blocked
 form of a parallel scan; Blelloch 1990, "Prefix sums and their applications", sec. 1.4):
 
-1. each block's Sarkka & Garcia-Fernandez (2021) element, folded step by step
-   (:func:`gpnum.models._kalman_scan._combine`);
+1. each block's Sarkka & Garcia-Fernandez (2021) element, folded step by step (one step's
+   element has an information matrix of rank one, so each fold is a Sherman-Morrison update:
+   :func:`_fold_step`);
 2. an associative scan over the ``B`` block elements: the filtered state at every block's end;
 3. the ordinary Kalman filter inside every block from the filtered state before it, which gives
    the innovations and the log marginal likelihood (Sarkka 2013, sec. 4.3 and 12.3.1).
@@ -71,6 +72,89 @@ def _pad(x, count, value, axis):
     return xp.concat([x, xp.astype(fill, x.dtype, copy=True)], axis=axis)
 
 
+def _dot(u, v):
+    return get_namespace(u).sum(u * v, axis=-1)
+
+
+def _fold_step(agg, A, Q, y, w, h, R, tangents=None):
+    """``agg (+) e`` for a single step's element ``e`` (transition ``A``, noise ``Q``,
+    observation ``y`` with weight ``w``): its ``J_e = a a^T w / S`` has rank one
+    (``a = A^T h``), so ``(I + C J_e)^{-1}`` is a Sherman-Morrison update and the combination
+    needs three matrix products instead of ten and an inverse. With ``c = C_i a``,
+    ``rho = w / (S + w a^T c)``, ``A_e = A - K a^T`` (``K = Q h w / S``), ``u = A_i^T a``:
+
+        A = A_e A_i - rho (A_e c) u^T,        b = T (b_i + c y w / S) + K y,
+        C = A_e C_i A_e^T - rho (A_e c)(A_e c)^T + C_e,
+        eta = eta_i + rho u (y - a^T b_i),    J = J_i + rho u u^T,
+
+    ``T v = A_e v - rho (A_e c)(a^T v)``; ``tangents``, the tangents of ``agg`` followed by
+    ``(dA, dQ, dy, dR)``, give the differential of each line."""
+    Ai, bi, Ci, ei, Ji = agg[:5]
+    bi, ei = bi[..., 0], ei[..., 0]
+    QH = Q @ h
+    S = QH @ h + R
+    invS = w / S
+    K = QH * invS[..., None]
+    a = h @ A                                    # (B, J): A^T h
+    Ae = A - _outer(K, a)
+    c = _mv(Ci, a)
+    ac = _dot(a, c)
+    den = S + w * ac
+    rho = w / den
+    Aec = _mv(Ae, c)
+    u = _mv(_t(Ai), a)
+    yS = y * invS
+    v = bi + c * yS[..., None]
+    av = _dot(a, v)
+    ab = _dot(a, bi)
+    r1 = rho[..., None]
+    A_new = Ae @ Ai - r1[..., None] * _outer(Aec, u)
+    b_new = _mv(Ae, v) - Aec * (rho * av)[..., None] + K * y[..., None]
+    AeCi = Ae @ Ci
+    QQ = _outer(QH, QH)
+    C_new = _sym(AeCi @ _t(Ae) - r1[..., None] * _outer(Aec, Aec) + Q
+                 - QQ * invS[..., None, None])
+    e_new = ei + u * (rho * (y - ab))[..., None]
+    J_new = Ji + r1[..., None] * _outer(u, u)
+    out = (A_new, b_new[..., None], C_new, e_new[..., None], J_new)
+    if tangents is None:
+        return out
+    dAi, dbi, dCi, dei, dJi, dA, dQ, dy, dR = tangents
+    dbi, dei = dbi[..., 0], dei[..., 0]
+    dQH = dQ @ h
+    dS = dQH @ h + dR[:, None]
+    dinvS = -dS * (invS / S)
+    dK = dQH * invS[..., None] + QH * dinvS[..., None]
+    da = h @ dA
+    dAe = dA - _outer(dK, a) - _outer(K, da)
+    dc = _mv(dCi, a) + _mv(Ci, da)
+    dden = dS + w * (_dot(da, c) + _dot(a, dc))
+    drho = -rho * dden / den
+    dAec = _mv(dAe, c) + _mv(Ae, dc)
+    du = _mv(_t(dAi), a) + _mv(_t(Ai), da)
+    dyS = dy * invS + y * dinvS
+    dv = dbi + dc * yS[..., None] + c * dyS[..., None]
+    dav = _dot(da, v) + _dot(a, dv)
+    dab = _dot(da, bi) + _dot(a, dbi)
+    dr1 = drho[..., None, None]
+    dA_new = (dAe @ Ai + Ae @ dAi - dr1 * _outer(Aec, u)
+              - r1[..., None] * (_outer(dAec, u) + _outer(Aec, du)))
+    db_new = (_mv(dAe, v) + _mv(Ae, dv) - dAec * (rho * av)[..., None]
+              - Aec * (drho * av + rho * dav)[..., None] + dK * y[..., None]
+              + K * dy[..., None])
+    cross = dAe @ _t(AeCi)
+    cQ = _outer(dQH, QH)
+    dAA = _outer(dAec, Aec)
+    dC_new = _sym(cross + _t(cross) + Ae @ dCi @ _t(Ae) - dr1 * _outer(Aec, Aec)
+                  - r1[..., None] * (dAA + _t(dAA)) + dQ - (cQ + _t(cQ)) * invS[..., None, None]
+                  - QQ * dinvS[..., None, None])
+    de_new = dei + du * (rho * (y - ab))[..., None] + u * (drho * (y - ab)
+                                                           + rho * (dy - dab))[..., None]
+    duu = _outer(du, u)
+    dJ_new = dJi + dr1 * _outer(u, u) + r1[..., None] * (duu + _t(duu))
+    return out + (dA_new, db_new[..., None], dC_new, de_new[..., None], dJ_new)
+
+
 def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
     """The log-likelihood terms of a chunk of steps, its last filtered state and (with
     ``tangents``) their derivatives: the blocked counterpart of
@@ -95,12 +179,6 @@ def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
         dy = dY[:, :, 0]
     else:
         m_first, P_first = _predict_first(A, Q, m_prev0, P_prev0)
-    # ---- pass 1 inputs: the elements, the first step conditioned on the chunk's prior
-    zero = xp.zeros((1, J, J), dtype=A.dtype, device=dev)
-    A_el = xp.concat([zero, A[1:, :, :]], axis=0)
-    Q_el = xp.concat([P_first[None, :, :], Q[1:, :, :]], axis=0)
-    y_el = xp.concat([y[0:1] - h @ m_first[:, 0], y[1:]])
-    obs = _pad(xp.ones((n,), dtype=A.dtype, device=dev), pad, 0.0, 0)
     # block b holds steps b L .. b L + L - 1; reorder so that step l of every block is a
     # contiguous (B, ...) slab: index l B + b <- b L + l
     order = xp.reshape(xp.arange(L, device=dev)[:, None] + L * xp.arange(B, device=dev)[None, :],
@@ -109,34 +187,37 @@ def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
     def arrange(x, axis=0, fill=0.0):
         return xp.take(_pad(x, pad, fill, axis), order, axis=axis)
 
-    obs = xp.take(obs, order)
-    args = [arrange(A_el, fill=eye), arrange(Q_el), h, R, arrange(y_el)[:, None]]
+    obs = xp.take(_pad(xp.ones((n,), dtype=A.dtype, device=dev), pad, 0.0, 0), order)
+    A3, Q3, y3 = arrange(A, fill=eye), arrange(Q), arrange(y)
+    if with_t:
+        dA3, dQ3, dy3 = arrange(dA, 1), arrange(dQ, 1), arrange(dy, 1)
+    # ---- pass 1: every block's element. Step 0 of the chunk is conditioned on the chunk's
+    # prior: A_0 = 0, Q_0 = its covariance, "observation" y_0 - h m_first, m_first added to b.
+    zero = xp.zeros((1, J, J), dtype=A.dtype, device=dev)
+    args = [xp.concat([zero, A3[1:B, ...]], axis=0),
+            xp.concat([P_first[None, :, :], Q3[1:B, ...]], axis=0), h, R,
+            xp.concat([y3[0:1] - h @ m_first[:, 0], y3[1:B]])[:, None]]
     if with_t:
         zt = xp.zeros((p, 1, J, J), dtype=A.dtype, device=dev)
-        dA_el = xp.concat([zt, dA[:, 1:, :, :]], axis=1)
-        dQ_el = xp.concat([dP_first[:, None, :, :], dQ[:, 1:, :, :]], axis=1)
-        dy_el = xp.concat([dy[:, 0:1] - (dm_first[:, :, 0] @ h)[:, None], dy[:, 1:]], axis=1)
-        args += [arrange(dA_el, 1), arrange(dQ_el, 1), dR, arrange(dy_el, 1)[:, :, None]]
-    elems = list(_elements(*args, obs=obs))
-    # b of the first step gets the prior mean back (its "observation" was y - h m_first)
-    first_b = xp.concat([m_first[None, :, :],
-                         xp.zeros((B * L - 1, J, 1), dtype=A.dtype, device=dev)], axis=0)
-    elems[1] = elems[1] + first_b
+        args += [xp.concat([zt, dA3[:, 1:B, ...]], axis=1),
+                 xp.concat([dP_first[:, None, :, :], dQ3[:, 1:B, ...]], axis=1), dR,
+                 xp.concat([dy3[:, 0:1] - (dm_first[:, :, 0] @ h)[:, None], dy3[:, 1:B]],
+                           axis=1)[:, :, None]]
+    agg = list(_elements(*args, obs=obs[0:B]))
+    agg[1] = agg[1] + xp.concat([m_first[None, :, :],
+                                 xp.zeros((B - 1, J, 1), dtype=A.dtype, device=dev)], axis=0)
     if with_t:
-        first_db = xp.concat([dm_first[:, None, :, :],
-                              xp.zeros((p, B * L - 1, J, 1), dtype=A.dtype, device=dev)],
-                             axis=1)
-        elems[6] = elems[6] + first_db
-
-    def step(l):
-        sl = slice(l * B, (l + 1) * B)
-        return tuple(e[sl, ...] for e in elems[:5]) + tuple(e[:, sl, ...] for e in elems[5:])
-
-    combine = _combine_with_tangents if with_t else _combine
-    # ---- pass 1: fold every block's elements
-    agg = step(0)
+        agg[6] = agg[6] + xp.concat([dm_first[:, None, :, :],
+                                     xp.zeros((p, B - 1, J, 1), dtype=A.dtype, device=dev)],
+                                    axis=1)
+    agg = tuple(agg)
     for l in range(1, L):
-        agg = combine(agg, step(l))
+        sl = slice(l * B, (l + 1) * B)
+        tl = None
+        if with_t:
+            tl = agg[5:] + (dA3[:, sl, ...], dQ3[:, sl, ...], dy3[:, sl], dR)
+        agg = _fold_step(agg, A3[sl, ...], Q3[sl, ...], y3[sl], obs[sl], h, R, tl)
+    combine = _combine_with_tangents if with_t else _combine
     # ---- pass 2: filtered state at the end of every block
     pre = associative_scan(combine, agg)
     m = xp.concat([m_prev0[None, :, 0], pre[1][:-1, :, 0]], axis=0)      # (B, J) before
@@ -146,11 +227,8 @@ def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
         dm = xp.concat([dm_prev0[:, None, :, 0], pre[6][:, :-1, :, 0]], axis=1)
         dP = xp.concat([dP_prev0[:, None, :, :], pre[7][:, :-1, :, :]], axis=1)
         last_t = (pre[6][:, -1, :, :], pre[7][:, -1, :, :])
-    # ---- pass 3: the filter inside every block
-    A3, Q3, y3 = arrange(A, fill=eye), arrange(Q), arrange(y)
-    if with_t:
-        dA3, dQ3, dy3 = arrange(dA, 1), arrange(dQ, 1), arrange(dy, 1)
         dvalue = xp.zeros((p,), dtype=A.dtype, device=dev)
+    # ---- pass 3: the filter inside every block
     value = 0.0
     for l in range(L):
         sl = slice(l * B, (l + 1) * B)
