@@ -138,13 +138,19 @@ def prediction_state(model):
 def predict(model, Xnew, state, full_cov):
     """Posterior mean and variance of f at ``Xnew`` (m, 1), in the model's dtype."""
     xp = model.xp
-    if full_cov:
-        raise ValueError("predict_f(full_cov=True) is not available with solver="
-                         "'state_space'; use marginal variances or solver='cholesky'")
     form = state_space_form(model.kernel)
     tnew = _high(xp, Xnew[:, 0])
     mean, var = smoother.predict_at(form, state, tnew, xp)
     mean = mean[:, 0] + _high(xp, model.mean)
+    if full_cov:
+        # K_** - K_*X K_y^{-1} K_X*: the smoothed means of the m columns of K_X* as data
+        # (one smoother pass with m right-hand sides; O(n m) memory)
+        t, order, _ = _sorted(model, model.X, model.y)
+        K_xs = _high(xp, model.kernel(xp.take(model.X, order, axis=0), Xnew))
+        cols = smoother.smoothed_state(form, t, K_xs, _noise(model), xp)
+        proj, _ = smoother.predict_at(form, cols, tnew, xp)
+        cov = _high(xp, model.kernel(Xnew)) - proj
+        return xp.astype(mean, model.dtype), xp.astype(cov, model.dtype)
     return xp.astype(mean, model.dtype), xp.astype(var, model.dtype)
 
 
