@@ -22,6 +22,7 @@ Usage (quiet machine, single-threaded BLAS on both sides):
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=. flock -x /tmp/cpu.lock \
         python asv_benchmarks/scripts/state_space_vs_celerite.py 10000 100000 1000000 \
         [--cholesky-grad]
+    ... state_space_vs_celerite.py --crossover     (Cholesky against state space, small n)
 """
 
 from __future__ import annotations
@@ -126,6 +127,24 @@ def gpnum_side(n):
     return out
 
 
+def crossover():
+    """LML + gradient, Cholesky against state space, at small n: where ``solver="auto"``
+    should switch (GPR.AUTO_STATE_SPACE_MIN_N)."""
+    import gpnum
+    from gpnum.kernels import SHO, Matern32
+    from gpnum.likelihoods import Gaussian
+
+    for n in (100, 200, 300, 400, 800):
+        t, y = series(n)
+        times = []
+        for solver in ("cholesky", "state_space"):
+            kern = Matern32(lengthscale=ELL32, variance=VAR32) + SHO(VAR_SHO, PERIOD, QUALITY)
+            model = gpnum.GPR(kern, Gaussian(variance=NOISE), t[:, None], y, solver=solver)
+            times.append(best(model.log_marginal_likelihood_and_grad, 7)[0])
+        print(f"n={n:>5d}  LML+grad: Cholesky {times[0] * 1e3:7.1f} ms, state space "
+              f"{times[1] * 1e3:7.1f} ms", flush=True)
+
+
 def main(ns):
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
           f"peers: {PEER_PYTHON}", flush=True)
@@ -157,6 +176,8 @@ def main(ns):
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--peer":
         peer(int(sys.argv[2]))
+    elif "--crossover" in sys.argv:
+        crossover()
     else:
         sizes = [int(float(a)) for a in sys.argv[1:] if not a.startswith("--")]
         main(sizes or [10 ** 4, 10 ** 5, 10 ** 6])
