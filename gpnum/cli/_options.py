@@ -73,11 +73,14 @@ def add_training_args(p, *, compare=False):
                                 "heteroscedastic-gaussian): M inducing points per latent "
                                 "function, learned separately (all start at the same k-means "
                                 "points) instead of one shared set")
-        model.add_argument("--solver", choices=("cholesky", "cg", "auto"), default=None,
+        model.add_argument("--solver", choices=("cholesky", "cg", "state_space", "auto"),
+                           default=None,
                            help="--model gpr only: 'cholesky' (exact, O(n^3)), 'cg' (BBMM "
                                 "conjugate gradients: stochastic, seeded log-determinant, O(n) "
-                                "memory) or 'auto' (by size); see docs/exact-gp.md "
-                                "(default: cholesky)")
+                                "memory), 'state_space' (one input column and a kernel of "
+                                "matern12/32/52, cosine, sho, constant, sums and products: "
+                                "exact, O(n); docs/timeseries.md) or 'auto' (by size); see "
+                                "docs/exact-gp.md (default: cholesky)")
         model.add_argument("--cg-probes", type=argtypes.positive_int, default=None,
                            metavar="T",
                            help="--solver cg/auto: probe vectors of the stochastic "

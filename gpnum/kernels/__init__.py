@@ -19,7 +19,14 @@ from gpnum.kernels._nested import ParentKernel
 from gpnum.kernels._periodic import Cosine, Periodic
 from gpnum.kernels._polynomial import Polynomial
 from gpnum.kernels._rq import RationalQuadratic
+from gpnum.kernels._sho import SHO
 from gpnum.kernels._spectral import SpectralMixture
+from gpnum.kernels._state_space import (
+    StateSpaceForm,
+    has_state_space_form,
+    register_state_space,
+    state_space_form,
+)
 from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52, Stationary
 
 #: Another name of :class:`Matern12` (the exponential, Ornstein-Uhlenbeck kernel).
@@ -48,9 +55,14 @@ __all__ = [
     "Product",
     "RBF",
     "RationalQuadratic",
+    "SHO",
     "SpectralMixture",
+    "StateSpaceForm",
     "Stationary",
     "Sum",
     "White",
     "from_expression",
+    "has_state_space_form",
+    "register_state_space",
+    "state_space_form",
 ]

@@ -109,6 +109,7 @@ def _factories():
     from gpnum.kernels._periodic import Cosine, Periodic
     from gpnum.kernels._polynomial import Polynomial
     from gpnum.kernels._rq import RationalQuadratic
+    from gpnum.kernels._sho import SHO
     from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52
 
     def stationary(cls):
@@ -129,12 +130,13 @@ def _factories():
         "white": lambda s, ns, v: White(variance=s.white, **ns),
         "polynomial": lambda s, ns, v: Polynomial(variance=v, **ns),
         "arccos": lambda s, ns, v: ArcCosine(**ns),
+        "sho": lambda s, ns, v: SHO(variance=v, **ns),
     }
 
 
 #: The kernel names :func:`from_expression` knows.
 KERNEL_NAMES = ("rbf", "matern12", "exponential", "matern32", "matern52", "rq", "periodic",
-                "cosine", "linear", "constant", "white", "polynomial", "arccos")
+                "cosine", "linear", "constant", "white", "polynomial", "arccos", "sho")
 
 _TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[+*()])|(?P<bad>\S))")
 
@@ -162,7 +164,8 @@ def from_expression(expression, *, input_dim, ard=False, X=None, y=None, xp=None
         For example ``"rbf + rbf*periodic + rq + white"`` or ``"(linear + constant) * rbf"``.
         Names (case-insensitive): ``rbf``, ``matern12`` (= ``exponential``), ``matern32``,
         ``matern52``, ``rq`` (rational quadratic), ``periodic`` (RBF base), ``cosine``,
-        ``linear``, ``constant``, ``white``, ``polynomial`` (degree 2), ``arccos``.
+        ``linear``, ``constant``, ``white``, ``polynomial`` (degree 2), ``arccos``, ``sho``
+        (:class:`gpnum.kernels.SHO`, one column only).
     input_dim : int
         Number of input columns ``d``.
     ard : bool

@@ -166,7 +166,7 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         (num_latent, m, d), each learned on its own. They all start at the same k-means points
         (a copy per latent), so the model starts where the shared one does and the sets move
         apart in training.
-    solver : {"cholesky", "cg", "auto"}, optional
+    solver : {"cholesky", "cg", "state_space", "auto"}, optional
         GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md). Only for
         ``model="gpr"``.
     cg_options : dict, optional

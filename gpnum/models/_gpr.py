@@ -20,7 +20,7 @@ import math
 
 from gpnum.backend import (blas_pool, cho_inverse, cho_solve, cholesky, default_rng, matmul,
                            solve_triangular)
-from gpnum.models import _gpr_cg
+from gpnum.models import _gpr_cg, _gpr_state_space
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
@@ -51,14 +51,19 @@ class GPR(FullBatchGaussianModel):
         Fixed value added to the diagonal of ``K_y`` on top of the noise variance (default 0).
         If the Cholesky factorisation still fails, it is retried with growing extra jitter
         (:func:`gpnum.backend.cholesky`) before :class:`gpnum.NotPSDError` is raised.
-    solver : {"cholesky", "cg", "auto"}
+    solver : {"cholesky", "cg", "state_space", "auto"}
         ``"cholesky"`` (default): exact, O(n^3) time and O(n^2) memory. ``"cg"``: Gardner et
         al. (2018)'s BBMM -- batched preconditioned conjugate gradients, a stochastic Lanczos
         log-determinant and Hutchinson trace, kernel products in row blocks (O(n) memory),
         LOVE variances; the log marginal likelihood and its gradient are then **stochastic**
         estimates (seeded by ``cg_options.seed``, so repeated calls agree; the standard error
-        of the last estimate is in :attr:`cg_info`). ``"auto"``: Cholesky up to
-        ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
+        of the last estimate is in :attr:`cg_info`). ``"state_space"``: one input column
+        (time) and a kernel with an exact state-space form (Matern-1/2, 3/2, 5/2, Cosine,
+        SHO, Constant, their sums and products: :func:`gpnum.kernels.state_space_form`);
+        exact, O(n) time and memory by a parallel Kalman filter and smoother
+        (``predict_f(full_cov=True)`` costs O(n m) for m new inputs; docs/timeseries.md). ``"auto"``: state space for such
+        kernels on one column above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
+        to ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
         ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md.
     cg_options : dict or CGOptions, optional
         Settings of the CG solver (probes, preconditioner rank, tolerances, memory budget):
@@ -92,6 +97,9 @@ class GPR(FullBatchGaussianModel):
     _positive = ()
     _default_jitter = 0.0
     AUTO_CHOLESKY_MAX_N = 6000
+    #: ``solver="auto"`` takes the state-space path above this many points (one input
+    #: column, a kernel with a state-space form): where it overtakes Cholesky.
+    AUTO_STATE_SPACE_MIN_N = 300
     #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
     #: likelihood, not an ELBO.
     objective_name = "lml"
@@ -99,11 +107,17 @@ class GPR(FullBatchGaussianModel):
                            "(GPR(..., jitter=...)); duplicated rows of X need a noise variance "
                            "well above 0")
 
+    #: The values of ``solver``.
+    SOLVERS = ("cholesky", "cg", "state_space", "auto")
+
     def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None, solver="cholesky",
                  cg_options=None):
         self._setup(kernel, likelihood, X, y, mean, jitter)
-        if solver not in ("cholesky", "cg", "auto"):
-            raise ValueError(f"solver: expected 'cholesky', 'cg' or 'auto', got {solver!r}")
+        if solver not in self.SOLVERS:
+            raise ValueError(f"solver: expected one of {', '.join(map(repr, self.SOLVERS))}, "
+                             f"got {solver!r}")
+        if solver == "state_space":
+            _gpr_state_space.check_state_space(kernel, self._X)
         self.solver = solver
         self.cg_options = CGOptions.coerce(cg_options)
         self._cg_last = None
@@ -112,12 +126,23 @@ class GPR(FullBatchGaussianModel):
     # ------------------------------------------------------------------ solver dispatch
     @property
     def blas_pool(self) -> str:
-        """NumPy's BLAS pool for the CG path (its Krylov solvers run there), else SciPy's."""
-        return "numpy" if self.uses_cg else "scipy"
+        """NumPy's BLAS pool for the CG and state-space paths (their Krylov solvers and
+        batched recursions run there), else SciPy's (the Cholesky path's LAPACK)."""
+        return "numpy" if self.uses_cg or self.uses_state_space else "scipy"
+
+    @property
+    def uses_state_space(self) -> bool:
+        """Whether the state-space (Kalman) path is in use (``solver`` resolved for ``n``)."""
+        if self.solver == "auto":
+            return (self._X.shape[1] == 1 and self._X.shape[0] > self.AUTO_STATE_SPACE_MIN_N
+                    and _gpr_state_space.has_state_space_form(self.kernel))
+        return self.solver == "state_space"
 
     @property
     def uses_cg(self) -> bool:
         """Whether the conjugate-gradient path is in use (``solver`` resolved for ``n``)."""
+        if self.uses_state_space:
+            return False
         if self.solver == "auto":
             n = self._X.shape[0]
             fits = 3.0 * 8.0 * n * n <= self.cg_options.dense_limit_mib * 1024.0 * 1024.0
@@ -182,6 +207,8 @@ class GPR(FullBatchGaussianModel):
 
     def _lml(self, X, y, need_grad):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
+        if self.uses_state_space:
+            return _gpr_state_space.lml(self, X, y, need_grad)
         if self.uses_cg:
             return _gpr_cg.lml(self, X, y, need_grad)
         xp = self.xp
@@ -287,6 +314,9 @@ class GPR(FullBatchGaussianModel):
           solve by the model's preconditioned CG against all samples at once, both at
           ``cg_options.predict_rtol`` and kernel products in row blocks: memory
           O((n + m) num_samples) beyond the blocks. Accurate to that tolerance.
+        - ``solver="state_space"``: the prior draw by the state-space recursion over the
+          sorted training and new inputs, the solve by one Kalman smoother pass for all
+          samples: O((n + m) J^3 num_samples), exact; ``jitter`` defaults to 0 there.
 
         Parameters
         ----------
@@ -320,6 +350,7 @@ class GPR(FullBatchGaussianModel):
         num_samples = int(num_samples)
         high = xp.float64
         prior_var = xp.astype(self.kernel.diag(X), high, copy=False)
+        jitter_given = jitter
         if jitter is None:
             jitter = 1e-8 * float(xp.max(prior_var))
         jitter = float(jitter)
@@ -335,6 +366,9 @@ class GPR(FullBatchGaussianModel):
         if rtol is not None and not (isinstance(rtol, (int, float)) and rtol > 0.0
                                      and math.isfinite(rtol)):
             raise ValueError(f"rtol: expected a positive number, got {rtol!r}")
+        if self.uses_state_space:
+            return _gpr_state_space.sample_f(self, X, num_samples, seed,
+                                             0.0 if jitter_given is None else jitter)
         if self.uses_cg:
             draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
                                     _gpr_cg.predict_rtol(self) if rtol is None else rtol)
@@ -356,6 +390,8 @@ class GPR(FullBatchGaussianModel):
         return xp.astype(samples.T, self.dtype, copy=False)
 
     def _prediction_state(self):
+        if self.uses_state_space:
+            return _gpr_state_space.prediction_state(self)
         if self.uses_cg:
             return _gpr_cg.prediction_state(self)
         L, resid, _ = self._factor(self._X, self._y, False)
@@ -366,6 +402,8 @@ class GPR(FullBatchGaussianModel):
     def _predict(self, Xnew, state, full_cov):
         # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*
         # (the products in float64, like the factorisation).
+        if self.uses_state_space:
+            return _gpr_state_space.predict(self, Xnew, state, full_cov)
         if self.uses_cg:
             return _gpr_cg.predict(self, Xnew, state, full_cov)
         xp = self.xp

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 
@@ -51,9 +50,12 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         It becomes the variance of gpnum.GPR's Gaussian likelihood, held fixed during the fit
         (``learn_noise=False``). Must be > 0; a per-sample array is not supported (GPR has one
         noise variance).
-    solver : {"auto", "cholesky", "cg"}
-        How gpnum.GPR solves with ``K + alpha I``: ``"auto"`` and ``"cholesky"`` factorise it;
-        ``"cg"`` needs a gpnum.GPR with a ``solver`` argument (an error names it otherwise).
+    solver : {"auto", "cholesky", "cg", "state_space"}
+        How gpnum.GPR solves with ``K + alpha I`` (:class:`gpnum.GPR`): ``"auto"`` by size and
+        structure, ``"cholesky"`` factorises it, ``"cg"`` by conjugate gradients (stochastic
+        log-determinant), ``"state_space"`` for one feature (time) and a kernel with a
+        state-space form (Matern, Cosine, SHO, Constant, their sums and products): exact in
+        O(n) (docs/timeseries.md).
     optimizer : {"lbfgs", "fmin_l_bfgs_b"} or None
         Both run gpnum's L-BFGS-B driver (:func:`gpnum.optim.lbfgs`, as :func:`gpnum.fit`) on
         the log marginal likelihood per data point, positive parameters in log coordinates.
@@ -126,15 +128,10 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         return RBF(lengthscale=1.0, variance=1.0, xp=xp, dtype=dtype)
 
     def _gpr_kwargs(self):
-        has_solver = "solver" in inspect.signature(GPR.__init__).parameters
-        if self.solver not in ("auto", "cholesky", "cg"):
-            raise ValueError(f"solver: expected 'auto', 'cholesky' or 'cg', got {self.solver!r}")
-        if has_solver and self.solver != "auto":
-            return {"solver": self.solver}
-        if self.solver == "cg":
-            raise ValueError("solver='cg': this gpnum.GPR has no conjugate-gradient solver; use "
-                             "'auto' or 'cholesky'")
-        return {}
+        if self.solver not in GPR.SOLVERS:
+            raise ValueError(f"solver: expected one of {', '.join(map(repr, GPR.SOLVERS))}, "
+                             f"got {self.solver!r}")
+        return {} if self.solver == "auto" else {"solver": self.solver}
 
     def _check_settings(self):
         if np.ndim(self.alpha) != 0:
