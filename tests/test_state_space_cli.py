@@ -58,7 +58,7 @@ def test_gpregressor_state_space_predicts_as_cholesky():
     out = []
     for solver in ("cholesky", "state_space"):
         est = GPRegressor(Matern32(lengthscale=1.0, variance=1.0), alpha=0.04, solver=solver,
-                          max_iter=50).fit(t, y)
+                          maxiter=50).fit(t, y)
         out.append(est.predict(ts, return_std=True))
         assert est.model_.solver == solver
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-6, atol=1e-8)
