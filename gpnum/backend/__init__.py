@@ -28,6 +28,7 @@ from gpnum.backend._linalg import (
 )
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
 from gpnum.backend._random import Generator, default_rng
+from gpnum.backend._scatter import scatter_add
 
 __all__ = [
     "BACKENDS",
@@ -56,6 +57,7 @@ __all__ = [
     "namespace_by_name",
     "row_dots",
     "same_namespace_dtype_device",
+    "scatter_add",
     "solve_triangular",
     "to_numpy",
     "triangular_inverse",

@@ -22,8 +22,11 @@ Every function accepts a plain array wherever an operator is expected (wrapped i
 from gpnum.linalg._bbmm import (PCGLanczosResult, lanczos_quadrature, pcg_lanczos,
                                preconditioner_probes)
 from gpnum.linalg._deflation import SpectralPreconditioner, default_block_size, top_eigenpairs
+from gpnum.linalg._interpolated import Interpolated, cubic_interpolation_weights, grid_points
 from gpnum.linalg._kernel_matrix import KernelMatrix, block_rows_for_budget
+from gpnum.linalg._kronecker import Kronecker, KroneckerShiftedEig
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
+from gpnum.linalg._masked import Masked
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
 from gpnum.linalg._operators import (AddedDiag, Dense, Diagonal, LinearOperator, LowRank, Scaled,
                                      Sum, Transposed, aslinearoperator)
@@ -31,28 +34,36 @@ from gpnum.linalg._pcg import SolveResult, pcg
 from gpnum.linalg._pivoted_cholesky import (WoodburyInverse, pivoted_cholesky,
                                             pivoted_cholesky_preconditioner)
 from gpnum.linalg._slq import slq_logdet, slq_logdet_and_grad
+from gpnum.linalg._toeplitz import Toeplitz
 
 __all__ = [
     "AddedDiag",
     "Dense",
     "Diagonal",
+    "Interpolated",
     "KernelMatrix",
+    "Kronecker",
+    "KroneckerShiftedEig",
     "LanczosResult",
     "LinearOperator",
     "LowRank",
+    "Masked",
     "MultiShiftResult",
     "PCGLanczosResult",
     "Scaled",
     "SolveResult",
     "SpectralPreconditioner",
     "Sum",
+    "Toeplitz",
     "Transposed",
     "WoodburyInverse",
     "Workspace",
     "aslinearoperator",
     "block_rows_for_budget",
+    "cubic_interpolation_weights",
     "default_block_size",
     "eigen_bounds",
+    "grid_points",
     "lanczos",
     "lanczos_quadrature",
     "msminres",
