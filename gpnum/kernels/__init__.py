@@ -19,6 +19,7 @@ from gpnum.kernels._polynomial import Polynomial
 from gpnum.kernels._rq import RationalQuadratic
 from gpnum.kernels._spectral import SpectralMixture
 from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52, Stationary
+from gpnum.kernels._structure import Grid, grid_from_inputs, grid_operator, ski_operator
 
 #: Another name of :class:`Matern12` (the exponential, Ornstein-Uhlenbeck kernel).
 Exponential = Matern12
@@ -30,6 +31,7 @@ __all__ = [
     "Coregion",
     "Cosine",
     "Exponential",
+    "Grid",
     "KERNEL_NAMES",
     "Kernel",
     "Linear",
@@ -46,4 +48,7 @@ __all__ = [
     "Sum",
     "White",
     "from_expression",
+    "grid_from_inputs",
+    "grid_operator",
+    "ski_operator",
 ]

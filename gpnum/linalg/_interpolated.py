@@ -60,10 +60,12 @@ def cubic_interpolation_weights(X, lower, spacing, sizes):
     for axis in range(X.shape[1]):
         size = int(sizes[axis])
         u = (X[:, axis] - float(lower[axis])) / float(spacing[axis])
-        if bool(xp.any(u < 1.0 - 1e-9)) or bool(xp.any(u > size - 2.0 + 1e-9)):
+        slack = 64.0 * float(xp.finfo(X.dtype).eps) * size       # rounding of u itself
+        if bool(xp.any(u < 1.0 - slack)) or bool(xp.any(u > size - 2.0 + slack)):
             raise ValueError(f"X: column {axis} reaches outside the interpolation grid's interior "
                              f"[{lower[axis] + spacing[axis]}, "
                              f"{lower[axis] + (size - 2) * spacing[axis]}]")
+        u = xp.clip(u, 1.0, size - 2.0)
         base = xp.clip(xp.astype(xp.floor(u), xp.int64) - 1, 0, size - 4)       # (n,)
         node = base[:, None] + offsets[None, :]                                 # (n, 4)
         w = _keys_kernel(xp, u[:, None] - xp.astype(node, X.dtype))
