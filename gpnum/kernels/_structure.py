@@ -115,8 +115,9 @@ def grid_from_inputs(X):
         raise ShapeError(f"X: expected shape (n, d) with n >= 1, got {describe_shape(X.shape)}")
     axes, cells = [], None
     for j in range(X.shape[1]):
-        a = xp.sort(xp.unique_values(X[:, j]))
-        pos = xp.searchsorted(a, X[:, j])
+        col = xp.asarray(X[:, j], copy=True)          # contiguous (torch's searchsorted)
+        a = xp.sort(xp.unique_values(col))
+        pos = xp.searchsorted(a, col)
         axes.append(a)
         cells = pos if cells is None else cells * a.shape[0] + pos
     grid = Grid(tuple(axes))

@@ -20,7 +20,7 @@ import math
 
 from gpnum.backend import (cho_inverse, cho_solve, cholesky, default_rng, matmul,
                            solve_triangular)
-from gpnum.models import _gpr_cg
+from gpnum.models import _gpr_cg, _gpr_grid
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
@@ -59,10 +59,17 @@ class GPR(FullBatchGaussianModel):
         estimates (seeded by ``cg_options.seed``, so repeated calls agree; the standard error
         of the last estimate is in :attr:`cg_info`). ``"auto"``: Cholesky up to
         ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
-        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md.
+        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md. ``"grid"``: inputs
+        on the cells of a Cartesian grid, possibly incomplete: exact through the Kronecker
+        eigendecomposition on a complete grid with a product kernel over separate axes, else
+        BBMM on the observed cells of the grid's Toeplitz or Kronecker operator. ``"ski"``:
+        structured kernel interpolation for scattered inputs with d <= 3. See
+        docs/structure.md.
     cg_options : dict or CGOptions, optional
         Settings of the CG solver (probes, preconditioner rank, tolerances, memory budget):
-        :class:`gpnum.models.CGOptions`.
+        :class:`gpnum.models.CGOptions`; also used by ``"grid"`` and ``"ski"``.
+    grid_size : int or sequence of ints, optional
+        ``solver="ski"``: interpolation grid points per input column (default about n in all).
 
     Attributes
     ----------
@@ -100,10 +107,12 @@ class GPR(FullBatchGaussianModel):
                            "well above 0")
 
     def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None, solver="cholesky",
-                 cg_options=None):
+                 cg_options=None, grid_size=None):
         self._setup(kernel, likelihood, X, y, mean, jitter)
-        if solver not in ("cholesky", "cg", "auto"):
-            raise ValueError(f"solver: expected 'cholesky', 'cg' or 'auto', got {solver!r}")
+        if solver not in ("cholesky", "cg", "auto", "grid", "ski"):
+            raise ValueError(f"solver: expected 'cholesky', 'cg', 'auto', 'grid' or 'ski', got "
+                             f"{solver!r}")
+        self.grid_size = _gpr_grid.check_solver(self, solver, grid_size)
         self.solver = solver
         self.cg_options = CGOptions.coerce(cg_options)
         self._cg_last = None
@@ -141,13 +150,15 @@ class GPR(FullBatchGaussianModel):
         if self.solver != "cholesky":
             out["solver"] = self.solver
             out["cg_options"] = self.cg_options.to_dict()
+        if self.solver == "ski":
+            out["grid_size"] = self.grid_size
         return out
 
     @classmethod
     def from_config(cls, kernel, likelihood, params, config, data):
         return cls(kernel, likelihood, data["X"], data["y"], **cls._own_init_args(params),
                    jitter=config["jitter"], solver=config.get("solver", "cholesky"),
-                   cg_options=config.get("cg_options"))
+                   cg_options=config.get("cg_options"), grid_size=config.get("grid_size"))
 
     # ------------------------------------------------------------------ forward pieces
     def _factor(self, X, y, need_vjp):
@@ -177,6 +188,8 @@ class GPR(FullBatchGaussianModel):
 
     def _lml(self, X, y, need_grad):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
+        if self.solver in ("grid", "ski"):
+            return _gpr_grid.lml(self, X, y, need_grad)
         if self.uses_cg:
             return _gpr_cg.lml(self, X, y, need_grad)
         xp = self.xp
@@ -328,7 +341,7 @@ class GPR(FullBatchGaussianModel):
         if rtol is not None and not (isinstance(rtol, (int, float)) and rtol > 0.0
                                      and math.isfinite(rtol)):
             raise ValueError(f"rtol: expected a positive number, got {rtol!r}")
-        if self.uses_cg:
+        if self.uses_cg or self.solver in ("grid", "ski"):
             draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
                                     _gpr_cg.predict_rtol(self) if rtol is None else rtol)
         else:
@@ -349,6 +362,8 @@ class GPR(FullBatchGaussianModel):
         return xp.astype(samples.T, self.dtype, copy=False)
 
     def _prediction_state(self):
+        if self.solver in ("grid", "ski"):
+            return _gpr_grid.prediction_state(self)
         if self.uses_cg:
             return _gpr_cg.prediction_state(self)
         L, resid, _ = self._factor(self._X, self._y, False)
@@ -359,6 +374,8 @@ class GPR(FullBatchGaussianModel):
     def _predict(self, Xnew, state, full_cov):
         # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*
         # (the products in float64, like the factorisation).
+        if self.solver in ("grid", "ski"):
+            return _gpr_grid.predict(self, Xnew, state, full_cov)
         if self.uses_cg:
             return _gpr_cg.predict(self, Xnew, state, full_cov)
         xp = self.xp
