@@ -388,9 +388,11 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
         It becomes the variance of gpnum.GPR's Gaussian likelihood, held fixed during the fit
         (``learn_noise=False``). Must be > 0; a per-sample array is not supported (GPR has one
         noise variance).
-    solver : {"auto", "cholesky", "cg"}
+    solver : {"auto", "cholesky", "cg", "grid", "ski"}
         How gpnum.GPR solves with ``K + alpha I``: ``"auto"`` and ``"cholesky"`` factorise it;
-        ``"cg"`` needs a gpnum.GPR with a ``solver`` argument (an error names it otherwise).
+        ``"cg"`` needs a gpnum.GPR with a ``solver`` argument (an error names it otherwise);
+        ``"grid"`` (inputs on a Cartesian grid) and ``"ski"`` (d <= 3) use the structured
+        solvers (docs/structure.md).
     optimizer : {"lbfgs", "fmin_l_bfgs_b"} or None
         Both run SciPy's L-BFGS-B on the log marginal likelihood. ``"lbfgs"``: through
         :func:`gpnum.fit`, on gpnum's unconstrained coordinates (the softplus-inverse of each
@@ -459,8 +461,9 @@ class GPRegressor(RegressorMixin, _GPnumEstimator):
 
     def _gpr_kwargs(self):
         has_solver = "solver" in inspect.signature(GPR.__init__).parameters
-        if self.solver not in ("auto", "cholesky", "cg"):
-            raise ValueError(f"solver: expected 'auto', 'cholesky' or 'cg', got {self.solver!r}")
+        if self.solver not in ("auto", "cholesky", "cg", "grid", "ski"):
+            raise ValueError(f"solver: expected 'auto', 'cholesky', 'cg', 'grid' or 'ski', got "
+                             f"{self.solver!r}")
         if has_solver and self.solver != "auto":
             return {"solver": self.solver}
         if self.solver == "cg":

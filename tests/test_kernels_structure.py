@@ -139,3 +139,16 @@ def test_ski_operator_approximates_the_kernel_matrix(to_xp, xp, dtype, device):
     assert errs[2] < 2e-4
     if dtype == xp.float64:
         assert errs[1] < errs[0] / 4.0 and errs[2] < errs[1] / 4.0
+
+
+def test_grid_from_inputs_fills_lattice_gaps(to_xp, xp, dtype):
+    """Values on a regular lattice with unobserved ones keep a regular axis (gaps filled)."""
+    X = np.array([[0.0, 1.0], [0.5, 1.0], [2.0, 3.0], [1.5, 1.0]])
+    grid, cells = grid_from_inputs(to_xp(X))
+    assert grid.shape == (5, 2)
+    np.testing.assert_allclose(to_numpy(grid.axes[0]), [0.0, 0.5, 1.0, 1.5, 2.0], atol=1e-6)
+    np.testing.assert_array_equal(to_numpy(cells), [0, 2, 9, 6])
+    assert grid.spacing(0) == pytest.approx(0.5)
+    # values off any lattice: the distinct values themselves
+    grid, _ = grid_from_inputs(to_xp(np.array([[0.0], [1.0], [np.sqrt(2.0)]])))
+    assert grid.shape == (3,) and grid.spacing(0) is None

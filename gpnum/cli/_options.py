@@ -73,11 +73,17 @@ def add_training_args(p, *, compare=False):
                                 "heteroscedastic-gaussian): M inducing points per latent "
                                 "function, learned separately (all start at the same k-means "
                                 "points) instead of one shared set")
-        model.add_argument("--solver", choices=("cholesky", "cg", "auto"), default=None,
+        model.add_argument("--solver", choices=("cholesky", "cg", "auto", "grid", "ski"),
+                           default=None,
                            help="--model gpr only: 'cholesky' (exact, O(n^3)), 'cg' (BBMM "
                                 "conjugate gradients: stochastic, seeded log-determinant, O(n) "
-                                "memory) or 'auto' (by size); see docs/exact-gp.md "
-                                "(default: cholesky)")
+                                "memory), 'auto' (by size), 'grid' (inputs on a possibly "
+                                "incomplete Cartesian grid, e.g. precip) or 'ski' (structured "
+                                "kernel interpolation, d <= 3); see docs/exact-gp.md and "
+                                "docs/structure.md (default: cholesky)")
+        model.add_argument("--grid-size", type=argtypes.positive_int, default=None, metavar="G",
+                           help="--solver ski: interpolation grid points per input column "
+                                "(default: about n grid points in all)")
         model.add_argument("--cg-probes", type=argtypes.positive_int, default=None,
                            metavar="T",
                            help="--solver cg/auto: probe vectors of the stochastic "

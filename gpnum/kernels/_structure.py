@@ -117,7 +117,15 @@ def grid_from_inputs(X):
     for j in range(X.shape[1]):
         col = xp.asarray(X[:, j], copy=True)          # contiguous (torch's searchsorted)
         a = xp.sort(xp.unique_values(col))
-        pos = xp.searchsorted(a, col)
+        step = _lattice_step(a)
+        if step is None:
+            pos = xp.searchsorted(a, col)
+        else:
+            # the values lie on a regular lattice with gaps: fill it, so that the axis stays
+            # regular (Toeplitz) when some of its values are unobserved
+            size = int(round(float(a[-1] - a[0]) / step)) + 1
+            pos = xp.astype(xp.round((col - a[0]) / step), xp.int64)
+            a = a[0] + step * xp.arange(size, dtype=a.dtype, device=device_of(a))
         axes.append(a)
         cells = pos if cells is None else cells * a.shape[0] + pos
     grid = Grid(tuple(axes))
@@ -126,6 +134,22 @@ def grid_from_inputs(X):
                          f"{int(xp.unique_values(cells).shape[0])} distinct cells); the grid "
                          "solvers take at most one observation per cell")
     return grid, cells
+
+
+def _lattice_step(a):
+    """The step ``h`` when the ascending distinct values ``a`` are ``a_0 + h k`` for integers
+    ``k`` (gaps allowed, at most 4 times as many lattice points as values), else None."""
+    xp = get_namespace(a)
+    if a.shape[0] < 2:
+        return None
+    steps = a[1:] - a[:-1]
+    h = float(xp.min(steps))
+    ratio = steps / h
+    tol = 1e-6 if a.dtype == xp.float64 else 1e-3
+    if float(xp.max(xp.abs(ratio - xp.round(ratio)))) > tol:
+        return None
+    span = float(a[-1] - a[0]) / h
+    return h if span + 1.0 <= 4.0 * a.shape[0] else None
 
 
 # ----------------------------------------------------------------------- structured operators

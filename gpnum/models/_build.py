@@ -71,7 +71,7 @@ def default_kernel(kernel, input_dim, *, xp=None, dtype=None, device=None):
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
                 num_inducing=500, whitening="cholesky", jitter=None, ciq_options=None,
                 kl="mc", seed=0, num_classes=None, separate_inducing=False, solver=None,
-                cg_options=None):
+                cg_options=None, grid_size=None):
     """A model for the data ``X`` (and ``y`` for the full-batch models), ready for
     :func:`gpnum.fit`.
 
@@ -116,9 +116,11 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         (num_latent, m, d), each learned on its own. They all start at the same k-means points
         (a copy per latent), so the model starts where the shared one does and the sets move
         apart in training.
-    solver : {"cholesky", "cg", "auto"}, optional
-        GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md). Only for
-        ``model="gpr"``.
+    solver : {"cholesky", "cg", "auto", "grid", "ski"}, optional
+        GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md,
+        docs/structure.md). Only for ``model="gpr"``.
+    grid_size : int, optional
+        GPR's interpolation grid points per input column with ``solver="ski"``.
     cg_options : dict, optional
         GPR's conjugate-gradient settings (:class:`gpnum.models.CGOptions`), for
         ``solver="cg"`` or ``"auto"``.
@@ -152,7 +154,7 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
                              f"{type(lik).__name__}: use model='svgp' for other likelihoods")
         if model == "gpr":
             return GPR(kern, lik, X, y, solver="cholesky" if solver is None else solver,
-                       cg_options=cg_options)
+                       cg_options=cg_options, grid_size=grid_size)
     if not 1 <= int(num_inducing) <= n:
         raise ValueError(f"num_inducing: {num_inducing} is not in 1..{n} (the training points)")
     Z = inducing.kmeans(X, int(num_inducing), seed=seed)
