@@ -123,7 +123,7 @@ def grid_from_inputs(X):
         else:
             # the values lie on a regular lattice with gaps: fill it, so that the axis stays
             # regular (Toeplitz) when some of its values are unobserved
-            size = int(round(float(a[-1] - a[0]) / step)) + 1
+            size = round(float(a[-1] - a[0]) / step) + 1
             pos = xp.astype(xp.round((col - a[0]) / step), xp.int64)
             a = a[0] + step * xp.arange(size, dtype=a.dtype, device=device_of(a))
         axes.append(a)

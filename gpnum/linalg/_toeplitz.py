@@ -4,7 +4,8 @@ A stationary kernel on a regular grid of shape ``(n_1, ..., n_d)`` gives the mat
 ``K[a, b] = c[|a_1 - b_1|, ..., |a_d - b_d|]`` over row-major multi-indices ``a, b``: Toeplitz
 for d = 1, block Toeplitz with Toeplitz blocks for d > 1 (Wilson et al. 2014, "Fast kernel
 learning for multidimensional pattern extrapolation", section 3; Saatci 2012, chapter 5). A
-product embeds ``K`` in a d-level circulant of size ``prod_l (2 n_l - 2)`` and diagonalises
+product embeds ``K`` in a d-level circulant of size ``prod_l m_l`` (``m_l >= 2 n_l - 2``, the
+next size with prime factors 2, 3 and 5) and diagonalises
 that by a d-dimensional FFT: ``O(m log m)`` for ``m`` grid cells, whatever the kernel.
 """
 
@@ -19,14 +20,39 @@ from gpnum.linalg._operators import LinearOperator
 __all__ = ["Toeplitz"]
 
 
-def _reflect(xp, c, axis):
-    """``[c_0, ..., c_{n-1}, c_{n-2}, ..., c_1]`` along ``axis``: a symmetric circulant's first
-    column embedding the symmetric Toeplitz one (length ``2 n - 2``; ``c`` itself when n <= 2)."""
+def _fast_size(target):
+    """The smallest ``2^a 3^b 5^c >= target``: sizes whose FFTs run fastest."""
+    best = None
+    p5 = 1
+    while p5 < 2 * target:
+        p35 = p5
+        while p35 < 2 * target:
+            size = p35
+            while size < target:
+                size *= 2
+            best = size if best is None else min(best, size)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _embedding(xp, c, axis):
+    """A symmetric circulant's first column along ``axis`` that embeds the symmetric Toeplitz
+    one ``c`` (length n): ``[c_0 .. c_{n-1}, 0 .. 0, c_{n-1} .. c_1]`` of a fast FFT length
+    ``m >= 2 n - 2`` (any such m embeds it; with m = 2 n - 2 the two ``c_{n-1}`` coincide)."""
     n = c.shape[axis]
     if n <= 2:
         return c
-    back = xp.flip(xp.take(c, xp.arange(1, n - 1, device=device_of(c)), axis=axis), axis=axis)
-    return xp.concat([c, back], axis=axis)
+    device = device_of(c)
+    m = _fast_size(2 * n - 2)
+    if m == 2 * n - 2:
+        back = xp.take(c, xp.arange(n - 2, 0, -1, device=device), axis=axis)
+        return xp.concat([c, back], axis=axis)
+    back = xp.take(c, xp.arange(n - 1, 0, -1, device=device), axis=axis)
+    shape = list(c.shape)
+    shape[axis] = m - (2 * n - 1)
+    zeros = xp.zeros(tuple(shape), dtype=c.dtype, device=device)
+    return xp.concat([c, zeros, back], axis=axis)
 
 
 class Toeplitz(LinearOperator):
@@ -67,7 +93,7 @@ class Toeplitz(LinearOperator):
         self._axes = tuple(range(column.ndim))
         emb = column
         for axis in self._axes:
-            emb = _reflect(xp, emb, axis)
+            emb = _embedding(xp, emb, axis)
         self._embed_shape = tuple(emb.shape)
         # eigenvalues of the symmetric circulant embedding (real up to rounding)
         self._spectrum = xp.real(xp.fft.rfftn(emb, axes=self._axes))
@@ -126,7 +152,7 @@ class Toeplitz(LinearOperator):
 
     def _param_vjp(self, U, V):
         xp = self.xp
-        full = tuple(2 * s - 1 for s in self.grid_shape)             # no wrap-around
+        full = tuple(_fast_size(2 * s - 1) for s in self.grid_shape)   # no wrap-around
         Uh = xp.fft.rfftn(self._to_grid(U), s=full, axes=self._axes)
         Vh = xp.fft.rfftn(self._to_grid(V), s=full, axes=self._axes)
         r = xp.fft.irfftn(xp.sum(Uh * xp.conj(Vh), axis=-1), s=full, axes=self._axes)
