@@ -154,3 +154,31 @@ def test_structured_solver_errors(to_xp, xp, dtype, device):
     k4 = RBF(lengthscale=1.0, xp=xp, dtype=xp.float64, device=device)
     with pytest.raises(ValueError, match="at most 3 columns"):
         GPR(k4, lik, to_xp(X4), to_xp(X4[:, 0]), solver="ski")
+
+
+@pytest.mark.parametrize("kernel_fn,drop", [(product_kernel, 0), (ard_kernel, 3)],
+                         ids=["kronecker-exact", "toeplitz-cg"])
+def test_float32_data_agree_with_float64(kernel_fn, drop, to_xp, xp, dtype, device):
+    """float32 data: kernels evaluated in float32, the solvers in float64; the results in
+    float32 and within float32 rounding of the float64 model's."""
+    if dtype != xp.float32:
+        pytest.skip("float32 against float64")
+    X, y = grid_data((6, 5), drop=drop)
+    results = []
+    for dt in (xp.float32, xp.float64):
+        m = GPR(kernel_fn(xp, dt, device), Gaussian(variance=0.05, xp=xp, dtype=dt,
+                                                    device=device),
+                B.asarray(X, dtype=dt, xp=xp, device=device),
+                B.asarray(y, dtype=dt, xp=xp, device=device), solver="grid",
+                cg_options={"probe_design": "hadamard", "train_rtol": 1e-6})
+        v, g = m.log_marginal_likelihood_and_grad()
+        mu, var = m.predict_f(B.asarray(X[:3], dtype=dt, xp=xp, device=device))
+        assert v.dtype == dt and mu.dtype == dt and var.dtype == dt
+        assert all(a.dtype == dt for a in g.values())
+        results.append((host(v), {k: host(a) for k, a in g.items()}, host(mu), host(var)))
+    (v32, g32, m32, s32), (v64, g64, m64, s64) = results
+    np.testing.assert_allclose(v32, v64, rtol=1e-5)
+    for k in g64:
+        np.testing.assert_allclose(g32[k], g64[k], rtol=1e-4, atol=1e-4, err_msg=k)
+    np.testing.assert_allclose(m32, m64, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(s32, s64, rtol=1e-3, atol=1e-5)
