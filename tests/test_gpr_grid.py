@@ -182,3 +182,21 @@ def test_float32_data_agree_with_float64(kernel_fn, drop, to_xp, xp, dtype, devi
         np.testing.assert_allclose(g32[k], g64[k], rtol=1e-4, atol=1e-4, err_msg=k)
     np.testing.assert_allclose(m32, m64, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(s32, s64, rtol=1e-3, atol=1e-5)
+
+
+def test_auto_takes_the_grid_solver_on_grids_beyond_cholesky(monkeypatch, to_xp, xp, dtype,
+                                                            device):
+    if dtype != xp.float64 or xp.__name__ != "array_api_compat.numpy":
+        pytest.skip("once")
+    from gpnum.models import _gpr_grid
+
+    monkeypatch.setattr(GPR, "AUTO_CHOLESKY_MAX_N", 10)        # "beyond Cholesky" at n = 30
+    X, y = grid_data((6, 5))
+    dense, auto = models(product_kernel, X, y, to_xp, xp, device, "auto")
+    assert _gpr_grid.structured(auto) == "grid"
+    np.testing.assert_allclose(host(auto.log_marginal_likelihood()),
+                               host(dense.log_marginal_likelihood()), rtol=1e-9)
+    rng = np.random.default_rng(5)
+    scattered = GPR(product_kernel(xp, xp.float64, device), Gaussian(variance=0.05),
+                    to_xp(rng.uniform(size=(30, 2))), to_xp(y), solver="auto")
+    assert _gpr_grid.structured(scattered) is None and scattered.uses_cg

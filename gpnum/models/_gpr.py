@@ -51,7 +51,7 @@ class GPR(FullBatchGaussianModel):
         Fixed value added to the diagonal of ``K_y`` on top of the noise variance (default 0).
         If the Cholesky factorisation still fails, it is retried with growing extra jitter
         (:func:`gpnum.backend.cholesky`) before :class:`gpnum.NotPSDError` is raised.
-    solver : {"cholesky", "cg", "auto"}
+    solver : {"cholesky", "cg", "auto", "grid", "ski"}
         ``"cholesky"`` (default): exact, O(n^3) time and O(n^2) memory. ``"cg"``: Gardner et
         al. (2018)'s BBMM -- batched preconditioned conjugate gradients, a stochastic Lanczos
         log-determinant and Hutchinson trace, kernel products in row blocks (O(n) memory),
@@ -188,7 +188,7 @@ class GPR(FullBatchGaussianModel):
 
     def _lml(self, X, y, need_grad):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
-        if self.solver in ("grid", "ski"):
+        if _gpr_grid.structured(self):
             return _gpr_grid.lml(self, X, y, need_grad)
         if self.uses_cg:
             return _gpr_cg.lml(self, X, y, need_grad)
@@ -341,7 +341,7 @@ class GPR(FullBatchGaussianModel):
         if rtol is not None and not (isinstance(rtol, (int, float)) and rtol > 0.0
                                      and math.isfinite(rtol)):
             raise ValueError(f"rtol: expected a positive number, got {rtol!r}")
-        if self.uses_cg or self.solver in ("grid", "ski"):
+        if self.uses_cg or _gpr_grid.structured(self):
             draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
                                     _gpr_cg.predict_rtol(self) if rtol is None else rtol)
         else:
@@ -362,7 +362,7 @@ class GPR(FullBatchGaussianModel):
         return xp.astype(samples.T, self.dtype, copy=False)
 
     def _prediction_state(self):
-        if self.solver in ("grid", "ski"):
+        if _gpr_grid.structured(self):
             return _gpr_grid.prediction_state(self)
         if self.uses_cg:
             return _gpr_cg.prediction_state(self)
@@ -374,7 +374,7 @@ class GPR(FullBatchGaussianModel):
     def _predict(self, Xnew, state, full_cov):
         # R&W algorithm 2.1: mean = c + K_*^T alpha, cov = K_** - V^T V with V = L^{-1} K_*
         # (the products in float64, like the factorisation).
-        if self.solver in ("grid", "ski"):
+        if _gpr_grid.structured(self):
             return _gpr_grid.predict(self, Xnew, state, full_cov)
         if self.uses_cg:
             return _gpr_cg.predict(self, Xnew, state, full_cov)

@@ -184,3 +184,30 @@ def check_solver(model, solver, grid_size):
     if solver == "grid":
         _grid(model, model.X)          # raises now when two rows share a cell
     return None
+
+
+#: solver="auto" takes the grid path when the inputs fill at least this share of their grid.
+AUTO_GRID_MIN_FILL = 0.5
+
+
+def structured(model):
+    """``"grid"`` or ``"ski"`` when the model runs a structured solver, else None:
+    ``solver="grid"``/``"ski"`` as given; ``solver="auto"`` beyond Cholesky's sizes on inputs
+    that fill at least ``AUTO_GRID_MIN_FILL`` of a Cartesian grid (one row a cell) takes
+    ``"grid"``. Decided once per model (its inputs are fixed)."""
+    if model.solver in ("grid", "ski"):
+        return model.solver
+    if model.solver != "auto" or not model.uses_cg:
+        return None
+    cached = getattr(model, "_auto_structured", None)
+    if cached is not None:
+        return cached[0]
+    choice = None
+    try:
+        grid, _ = _grid(model, model.X)
+    except ValueError:
+        grid = None
+    if grid is not None and model.X.shape[0] >= AUTO_GRID_MIN_FILL * grid.size:
+        choice = "grid"
+    model._auto_structured = (choice,)
+    return choice
