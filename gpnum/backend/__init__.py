@@ -24,6 +24,7 @@ from gpnum.backend._linalg import (
 from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
 from gpnum.backend._random import Generator, default_rng
 from gpnum.backend._threads import blas_threads, set_blas_threads
+from gpnum.backend._scatter import scatter_add
 
 __all__ = [
     "BACKENDS",
@@ -53,6 +54,7 @@ __all__ = [
     "namespace_by_name",
     "row_dots",
     "same_namespace_dtype_device",
+    "scatter_add",
     "set_blas_threads",
     "solve_triangular",
     "to_numpy",

@@ -52,7 +52,8 @@ def make_model(args, ds, X, num_inducing, whitening, xp, dtype, y=None, kind=Non
                         num_inducing=num_inducing, whitening=whitening,
                         jitter=_jitter(args, xp, dtype), ciq_options=ciq, kl=args.kl,
                         seed=args.seed, num_classes=_num_classes(lik_name, ds),
-                        separate_inducing=separate, solver=solver, cg_options=cg_options)
+                        separate_inducing=separate, solver=solver, cg_options=cg_options,
+                        grid_size=getattr(args, "grid_size", None))
     return model, "studentt-process" if kind == "svtp" else lik_name
 
 
@@ -87,6 +88,9 @@ def _check_build(args, kind, lik_name=None, separate=False, num_inducing=None, n
     if cg and solver in (None, "cholesky"):
         raise CLIError(f"{_FLAGS[next(iter(cg))]}: sets the conjugate-gradient solver; add "
                        "--solver cg (or auto)")
+    if getattr(args, "grid_size", None) is not None and solver != "ski":
+        raise CLIError("--grid-size: sets the interpolation grid of --solver ski; add "
+                       "--solver ski")
     return solver, (cg or None)
 
 

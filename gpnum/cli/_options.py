@@ -73,14 +73,20 @@ def add_training_args(p, *, compare=False):
                                 "heteroscedastic-gaussian): M inducing points per latent "
                                 "function, learned separately (all start at the same k-means "
                                 "points) instead of one shared set")
-        model.add_argument("--solver", choices=("cholesky", "cg", "state_space", "auto"),
+        model.add_argument("--solver", choices=("cholesky", "cg", "state_space", "grid", "ski",
+                                                "auto"),
                            default=None,
                            help="--model gpr only: 'cholesky' (exact, O(n^3)), 'cg' (BBMM "
                                 "conjugate gradients: stochastic, seeded log-determinant, O(n) "
                                 "memory), 'state_space' (one input column and a kernel of "
                                 "matern12/32/52, cosine, sho, constant, sums and products: "
-                                "exact, O(n); docs/timeseries.md) or 'auto' (by size); see "
-                                "docs/exact-gp.md (default: cholesky)")
+                                "exact, O(n); docs/timeseries.md), 'grid' (inputs on a possibly "
+                                "incomplete Cartesian grid, e.g. precip), 'ski' (structured "
+                                "kernel interpolation, d <= 3; docs/structure.md) or 'auto' (by "
+                                "size and structure); see docs/exact-gp.md (default: cholesky)")
+        model.add_argument("--grid-size", type=argtypes.positive_int, default=None, metavar="G",
+                           help="--solver ski: interpolation grid points per input column "
+                                "(default: about n grid points in all)")
         model.add_argument("--cg-probes", type=argtypes.positive_int, default=None,
                            metavar="T",
                            help="--solver cg/auto: probe vectors of the stochastic "

@@ -28,6 +28,7 @@ from gpnum.kernels._state_space import (
     state_space_form,
 )
 from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52, Stationary
+from gpnum.kernels._structure import Grid, grid_from_inputs, grid_operator, ski_operator
 
 #: Another name of :class:`Matern12` (the exponential, Ornstein-Uhlenbeck kernel).
 Exponential = Matern12
@@ -39,6 +40,7 @@ __all__ = [
     "Coregion",
     "Cosine",
     "Exponential",
+    "Grid",
     "ICM",
     "IndependentOutputs",
     "LMC",
@@ -62,7 +64,10 @@ __all__ = [
     "Sum",
     "White",
     "from_expression",
+    "grid_from_inputs",
+    "grid_operator",
     "has_state_space_form",
     "register_state_space",
+    "ski_operator",
     "state_space_form",
 ]

@@ -35,8 +35,11 @@ from gpnum.linalg._ciq_quadrature import ciq_quadrature
 from gpnum.linalg._ciq_result import CIQResult, SearchStart
 from gpnum.linalg._ciq_sample import sample_mvn
 from gpnum.linalg._deflation import SpectralPreconditioner, default_block_size, top_eigenpairs
+from gpnum.linalg._interpolated import Interpolated, cubic_interpolation_weights, grid_points
 from gpnum.linalg._kernel_matrix import KernelMatrix, block_rows_for_budget
+from gpnum.linalg._kronecker import Kronecker, KroneckerShiftedEig
 from gpnum.linalg._lanczos import LanczosResult, eigen_bounds, lanczos
+from gpnum.linalg._masked import Masked
 from gpnum.linalg._msminres import MultiShiftResult, Workspace, msminres
 from gpnum.linalg._operators import (
     AddedDiag,
@@ -56,16 +59,21 @@ from gpnum.linalg._pivoted_cholesky import (
     pivoted_cholesky_preconditioner,
 )
 from gpnum.linalg._slq import slq_logdet, slq_logdet_and_grad
+from gpnum.linalg._toeplitz import Toeplitz
 
 __all__ = [
     "AddedDiag",
     "CIQResult",
     "Dense",
     "Diagonal",
+    "Interpolated",
     "KernelMatrix",
+    "Kronecker",
+    "KroneckerShiftedEig",
     "LanczosResult",
     "LinearOperator",
     "LowRank",
+    "Masked",
     "MultiShiftResult",
     "PCGLanczosResult",
     "SearchStart",
@@ -73,14 +81,17 @@ __all__ = [
     "SolveResult",
     "SpectralPreconditioner",
     "Sum",
+    "Toeplitz",
     "Transposed",
     "WoodburyInverse",
     "Workspace",
     "aslinearoperator",
     "block_rows_for_budget",
     "ciq_quadrature",
+    "cubic_interpolation_weights",
     "default_block_size",
     "eigen_bounds",
+    "grid_points",
     "inv_sqrt_matmul",
     "inv_sqrt_matmul_vjp",
     "lanczos",

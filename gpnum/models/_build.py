@@ -120,7 +120,7 @@ def check_build_options(model, *, likelihood=None, separate_inducing=False, solv
 def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gaussian",
                 num_inducing=500, whitening="cholesky", jitter=None, ciq_options=None,
                 kl="mc", seed=0, num_classes=None, separate_inducing=False, solver=None,
-                cg_options=None):
+                cg_options=None, grid_size=None):
     """A model for the data ``X`` (and ``y`` for the full-batch models), ready for
     :func:`gpnum.fit`.
 
@@ -166,9 +166,11 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
         (num_latent, m, d), each learned on its own. They all start at the same k-means points
         (a copy per latent), so the model starts where the shared one does and the sets move
         apart in training.
-    solver : {"cholesky", "cg", "state_space", "auto"}, optional
-        GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md). Only for
-        ``model="gpr"``.
+    solver : {"cholesky", "cg", "state_space", "grid", "ski", "auto"}, optional
+        GPR's solver (default ``"cholesky"``; :class:`GPR`, docs/exact-gp.md,
+        docs/structure.md, docs/timeseries.md). Only for ``model="gpr"``.
+    grid_size : int, optional
+        GPR's interpolation grid points per input column with ``solver="ski"``.
     cg_options : dict, optional
         GPR's conjugate-gradient settings (:class:`gpnum.models.CGOptions`), for
         ``solver="cg"`` or ``"auto"``.
@@ -198,7 +200,7 @@ def build_model(X, y=None, *, model="svgp", kernel="matern52", likelihood="gauss
                if isinstance(likelihood, str) else likelihood)
         if model == "gpr":
             return GPR(kern, lik, X, y, solver="cholesky" if solver is None else solver,
-                       cg_options=cg_options)
+                       cg_options=cg_options, grid_size=grid_size)
     check_build_options(model, num_inducing=num_inducing, num_data=n)
     Z = inducing.kmeans(X, int(num_inducing), seed=seed)
     if model == "sgpr":

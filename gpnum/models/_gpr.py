@@ -20,7 +20,7 @@ import math
 
 from gpnum.backend import (blas_pool, cho_inverse, cho_solve, cholesky, default_rng, matmul,
                            solve_triangular)
-from gpnum.models import _gpr_cg, _gpr_state_space
+from gpnum.models import _gpr_cg, _gpr_grid, _gpr_state_space
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
@@ -51,7 +51,7 @@ class GPR(FullBatchGaussianModel):
         Fixed value added to the diagonal of ``K_y`` on top of the noise variance (default 0).
         If the Cholesky factorisation still fails, it is retried with growing extra jitter
         (:func:`gpnum.backend.cholesky`) before :class:`gpnum.NotPSDError` is raised.
-    solver : {"cholesky", "cg", "state_space", "auto"}
+    solver : {"cholesky", "cg", "state_space", "grid", "ski", "auto"}
         ``"cholesky"`` (default): exact, O(n^3) time and O(n^2) memory. ``"cg"``: Gardner et
         al. (2018)'s BBMM -- batched preconditioned conjugate gradients, a stochastic Lanczos
         log-determinant and Hutchinson trace, kernel products in row blocks (O(n) memory),
@@ -64,10 +64,17 @@ class GPR(FullBatchGaussianModel):
         (``predict_f(full_cov=True)`` costs O(n m) for m new inputs; docs/timeseries.md). ``"auto"``: state space for such
         kernels on one column above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
         to ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
-        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md.
+        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md. ``"grid"``: inputs
+        on the cells of a Cartesian grid, possibly incomplete: exact through the Kronecker
+        eigendecomposition on a complete grid with a product kernel over separate axes, else
+        BBMM on the observed cells of the grid's Toeplitz or Kronecker operator. ``"ski"``:
+        structured kernel interpolation for scattered inputs with d <= 3. See
+        docs/structure.md.
     cg_options : dict or CGOptions, optional
         Settings of the CG solver (probes, preconditioner rank, tolerances, memory budget):
-        :class:`gpnum.models.CGOptions`.
+        :class:`gpnum.models.CGOptions`; also used by ``"grid"`` and ``"ski"``.
+    grid_size : int or sequence of ints, optional
+        ``solver="ski"``: interpolation grid points per input column (default about n in all).
 
     Attributes
     ----------
@@ -108,16 +115,17 @@ class GPR(FullBatchGaussianModel):
                            "well above 0")
 
     #: The values of ``solver``.
-    SOLVERS = ("cholesky", "cg", "state_space", "auto")
+    SOLVERS = ("cholesky", "cg", "state_space", "grid", "ski", "auto")
 
     def __init__(self, kernel, likelihood, X, y, *, mean=0.0, jitter=None, solver="cholesky",
-                 cg_options=None):
+                 cg_options=None, grid_size=None):
         self._setup(kernel, likelihood, X, y, mean, jitter)
         if solver not in self.SOLVERS:
             raise ValueError(f"solver: expected one of {', '.join(map(repr, self.SOLVERS))}, "
                              f"got {solver!r}")
         if solver == "state_space":
             _gpr_state_space.check_state_space(kernel, self._X)
+        self.grid_size = _gpr_grid.check_solver(self, solver, grid_size)
         self.solver = solver
         self.cg_options = CGOptions.coerce(cg_options)
         self._cg_last = None
@@ -128,7 +136,8 @@ class GPR(FullBatchGaussianModel):
     def blas_pool(self) -> str:
         """NumPy's BLAS pool for the CG and state-space paths (their Krylov solvers and
         batched recursions run there), else SciPy's (the Cholesky path's LAPACK)."""
-        return "numpy" if self.uses_cg or self.uses_state_space else "scipy"
+        return ("numpy" if self.uses_cg or self.uses_state_space or _gpr_grid.structured(self)
+                else "scipy")
 
     @property
     def uses_state_space(self) -> bool:
@@ -171,13 +180,15 @@ class GPR(FullBatchGaussianModel):
         if self.solver != "cholesky":
             out["solver"] = self.solver
             out["cg_options"] = self.cg_options.to_dict()
+        if self.solver == "ski":
+            out["grid_size"] = self.grid_size
         return out
 
     @classmethod
     def from_config(cls, kernel, likelihood, params, config, data):
         return cls(kernel, likelihood, data["X"], data["y"], **cls._own_init_args(params),
                    jitter=config["jitter"], solver=config.get("solver", "cholesky"),
-                   cg_options=config.get("cg_options"))
+                   cg_options=config.get("cg_options"), grid_size=config.get("grid_size"))
 
     # ------------------------------------------------------------------ forward pieces
     def _factor(self, X, y, need_vjp):
@@ -209,6 +220,8 @@ class GPR(FullBatchGaussianModel):
         """Log marginal likelihood on (X, y) and, if ``need_grad``, its gradients."""
         if self.uses_state_space:
             return _gpr_state_space.lml(self, X, y, need_grad)
+        if _gpr_grid.structured(self):
+            return _gpr_grid.lml(self, X, y, need_grad)
         if self.uses_cg:
             return _gpr_cg.lml(self, X, y, need_grad)
         xp = self.xp
@@ -369,7 +382,7 @@ class GPR(FullBatchGaussianModel):
         if self.uses_state_space:
             return _gpr_state_space.sample_f(self, X, num_samples, seed,
                                              0.0 if jitter_given is None else jitter)
-        if self.uses_cg:
+        if self.uses_cg or _gpr_grid.structured(self):
             draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
                                     _gpr_cg.predict_rtol(self) if rtol is None else rtol)
         else:
@@ -392,6 +405,8 @@ class GPR(FullBatchGaussianModel):
     def _prediction_state(self):
         if self.uses_state_space:
             return _gpr_state_space.prediction_state(self)
+        if _gpr_grid.structured(self):
+            return _gpr_grid.prediction_state(self)
         if self.uses_cg:
             return _gpr_cg.prediction_state(self)
         L, resid, _ = self._factor(self._X, self._y, False)
@@ -404,6 +419,8 @@ class GPR(FullBatchGaussianModel):
         # (the products in float64, like the factorisation).
         if self.uses_state_space:
             return _gpr_state_space.predict(self, Xnew, state, full_cov)
+        if _gpr_grid.structured(self):
+            return _gpr_grid.predict(self, Xnew, state, full_cov)
         if self.uses_cg:
             return _gpr_cg.predict(self, Xnew, state, full_cov)
         xp = self.xp

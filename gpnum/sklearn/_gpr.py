@@ -50,12 +50,13 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         It becomes the variance of gpnum.GPR's Gaussian likelihood, held fixed during the fit
         (``learn_noise=False``). Must be > 0; a per-sample array is not supported (GPR has one
         noise variance).
-    solver : {"auto", "cholesky", "cg", "state_space"}
+    solver : {"auto", "cholesky", "cg", "state_space", "grid", "ski"}
         How gpnum.GPR solves with ``K + alpha I`` (:class:`gpnum.GPR`): ``"auto"`` by size and
         structure, ``"cholesky"`` factorises it, ``"cg"`` by conjugate gradients (stochastic
         log-determinant), ``"state_space"`` for one feature (time) and a kernel with a
         state-space form (Matern, Cosine, SHO, Constant, their sums and products): exact in
-        O(n) (docs/timeseries.md).
+        O(n) (docs/timeseries.md); ``"grid"`` (inputs on a Cartesian grid) and ``"ski"``
+        (d <= 3) the structured solvers (docs/structure.md).
     optimizer : {"lbfgs", "fmin_l_bfgs_b"} or None
         Both run gpnum's L-BFGS-B driver (:func:`gpnum.optim.lbfgs`, as :func:`gpnum.fit`) on
         the log marginal likelihood per data point, positive parameters in log coordinates.

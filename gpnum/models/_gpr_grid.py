@@ -1,0 +1,213 @@
+"""GPR on structure: data on a (possibly incomplete) Cartesian grid, and structured kernel
+interpolation (SKI) for scattered low-dimensional inputs.
+
+``solver="grid"``: the inputs are the cells of a grid (:func:`gpnum.kernels.grid_from_inputs`).
+When every cell is observed and the kernel is a product over separate axes, ``K_XX`` is a
+Kronecker product and the log marginal likelihood, its gradient and the predictions are exact
+through the factors' eigendecompositions (Saatci 2012, chapter 5;
+:class:`gpnum.linalg.KroneckerShiftedEig`):
+
+    log p(y) = -1/2 r^T alpha - 1/2 sum log(Lambda + s) - n/2 log(2 pi),
+    d/dtheta = 1/2 alpha^T dK alpha - 1/2 tr((K + s I)^{-1} dK).
+
+Otherwise ``K_XX`` is the observed cells' part of the grid's Toeplitz or Kronecker operator
+(:class:`gpnum.linalg.Masked`), exact as a matrix, and the BBMM machinery of ``solver="cg"``
+runs on it (Gardner et al. 2018: batched PCG, stochastic Lanczos log-determinant, Hutchinson
+trace; Pleiss et al. 2018: LOVE variances), products nearly linear in the grid size instead of
+``O(n^2)``.
+
+``solver="ski"``: ``K_XX ~= W K_UU W^T`` on a regular grid of ``grid_size`` points per input
+column covering the data (Wilson & Nickisch 2015), cubic interpolation (Keys 1981), the same
+BBMM machinery. The cross-covariances of predictions use the exact kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpnum.backend import blas_pool
+from gpnum.kernels import grid_from_inputs, grid_operator, ski_operator
+from gpnum.linalg import KroneckerShiftedEig, Masked, block_rows_for_budget, pcg
+from gpnum.models import _gpr_cg
+
+__all__ = ["default_grid_size", "lml", "predict", "prediction_state"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_in_numpy_pool = blas_pool("numpy")
+#: Most input columns of solver="ski" (the grid has grid_size^d points).
+SKI_MAX_DIM = 3
+
+
+def default_grid_size(n, d):
+    """Points per column of the SKI grid: about ``n`` grid points in all (at least 8 a column,
+    at most 10^6 in all)."""
+    per = math.ceil(min(n, 10 ** 6) ** (1.0 / d))
+    return max(8, per + 3)
+
+
+def _grid(model, X):
+    """``(grid, cells)`` of ``X``, kept for the training inputs."""
+    cached = getattr(model, "_grid_cells", None)
+    if cached is not None and cached[0] is X:
+        return cached[1]
+    out = grid_from_inputs(X)
+    model._grid_cells = (X, out)
+    return out
+
+
+def _structure(model, X):
+    """The structured ``K_XX`` (float64) and, for a complete grid with a Kronecker kernel
+    matrix, the permutation data of the exact path: ``(op, exact)`` where ``exact`` is None or
+    ``(kron, cells)``."""
+    xp = model.xp
+    high = xp.float64
+    if model.solver == "ski":
+        return ski_operator(model.kernel, X, model.grid_size, compute_dtype=high), None
+    grid, cells = _grid(model, X)
+    op = grid_operator(model.kernel, grid, compute_dtype=high)
+    if X.shape[0] == grid.size and hasattr(op, "kernel_grads"):
+        return op, (op, cells)
+    return Masked(op, cells), None
+
+
+def _shift(model):
+    xp = model.xp
+    return xp.astype(model.likelihood.variance, xp.float64, copy=False) + float(model.jitter)
+
+
+@_in_numpy_pool
+def lml(model, X, y, need_grad):
+    """Log marginal likelihood and gradients (module notes): exact on a complete grid with a
+    Kronecker kernel matrix, else BBMM on the structured operator."""
+    op, exact = _structure(model, X)
+    if exact is None:
+        return _gpr_cg.lml(model, X, y, need_grad, operator=op)
+    xp = model.xp
+    high = xp.float64
+    kron, cells = exact
+    n = X.shape[0]
+    eig = KroneckerShiftedEig(kron, xp.reshape(_shift(model), ()))
+    resid = xp.astype(y, high, copy=False) - xp.astype(model.mean, high, copy=False)
+    to_grid = xp.argsort(cells)                       # grid cell -> row of X
+    alpha_grid = eig.solve(xp.take(resid, to_grid))
+    alpha = xp.take(alpha_grid, cells)
+    value = model._scalar(-0.5 * xp.sum(resid * alpha) - 0.5 * eig.logdet()
+                          - 0.5 * n * _LOG_2PI)
+    model._cg_last = None
+    if not need_grad:
+        return value, None
+    quad = kron._param_vjp(alpha_grid[:, None], alpha_grid[:, None])["kernel"]
+    ld = eig.logdet_grad()
+    trace = kron.kernel_grads(ld["factors"])
+    g_kernel = {name: 0.5 * quad[name] - 0.5 * trace[name] for name in quad}
+    g_noise = 0.5 * xp.sum(alpha * alpha) - 0.5 * ld["shift"]
+    return value, model._pack_grads(alpha, g_kernel, g_noise)
+
+
+@_in_numpy_pool
+def prediction_state(model):
+    """Mean cache ``alpha = K_y^{-1} r`` and variance cache, once per parameter value: the
+    eigendecomposition (exact path) or PCG at ``predict_rtol`` and LOVE (BBMM paths)."""
+    key = _gpr_cg._fingerprint(model)
+    cached = getattr(model, "_grid_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    xp = model.xp
+    opts = model.cg_options
+    high = xp.float64
+    X = model.X
+    n = X.shape[0]
+    resid = xp.astype(model.y, high, copy=False) - xp.astype(model.mean, high, copy=False)
+    op, exact = _structure(model, X)
+    if exact is not None:
+        kron, cells = exact
+        eig = KroneckerShiftedEig(kron, xp.reshape(_shift(model), ()))
+        to_grid = xp.argsort(cells)
+        alpha = xp.take(eig.solve(xp.take(resid, to_grid)), cells)
+        state = {"alpha": alpha, "eig": eig, "cells": cells, "to_grid": to_grid}
+    else:
+        A = _gpr_cg.noisy_operator(model, op)
+        M = _gpr_cg._preconditioner(A, opts)
+        rtol = _gpr_cg.predict_rtol(model, op)
+        sol = pcg(A, resid[:, None], M=M, rtol=rtol, maxiter=opts.maxiter)
+        state = {"alpha": sol.x[:, 0], "block": block_rows_for_budget(
+            n, opts.memory_budget_mib * _gpr_cg._MIB, 8, copies=_gpr_cg._PREDICT_BLOCK_COPIES)}
+        state.update(_gpr_cg._love_cache(A, M, resid, min(opts.love_rank, n)))
+        model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
+                                  "relative_residual": float(xp.max(sol.relative_residual)),
+                                  "precond_rank": int(M.lowrank.factor.shape[1]),
+                                  "variance_check": None}
+    model._grid_cache = (key, state)
+    return state
+
+
+@_in_numpy_pool
+def predict(model, Xnew, state, full_cov):
+    """Posterior mean and (co)variance at ``Xnew``: ``c + K_*X alpha`` and
+    ``K_** - K_*X K_y^{-1} K_X*``, the latter exact through the eigendecomposition on a
+    complete grid, by LOVE otherwise."""
+    if "eig" not in state:
+        return _gpr_cg.predict(model, Xnew, state, full_cov)
+    xp = model.xp
+    high = xp.float64
+    Ks = xp.astype(model.kernel(model.X, Xnew), high, copy=False)            # (n, b)
+    mean = model.mean + xp.astype(Ks.T @ state["alpha"], model.dtype, copy=False)
+    Ks_grid = xp.take(Ks, state["to_grid"], axis=0)
+    S = state["eig"].solve(Ks_grid)                                           # K_y^{-1} K_X*
+    if full_cov:
+        cov = xp.astype(model.kernel(Xnew), high, copy=False) - Ks_grid.T @ S
+    else:
+        cov = (xp.astype(model.kernel.diag(Xnew), high, copy=False)
+               - xp.sum(Ks_grid * S, axis=0))
+    return mean, xp.astype(cov, model.dtype, copy=False)
+
+
+def check_solver(model, solver, grid_size):
+    """Validate the structured solvers' inputs at construction; returns the SKI grid size
+    (None for other solvers)."""
+    d = model.X.shape[1]
+    if solver == "ski":
+        if d > SKI_MAX_DIM:
+            raise ValueError(f"solver='ski': expected inputs with at most {SKI_MAX_DIM} columns "
+                             f"(the grid has grid_size^d points), got d = {d}; use "
+                             "solver='cg'")
+        if grid_size is None:
+            return default_grid_size(model.X.shape[0], d)
+        sizes = [grid_size] if isinstance(grid_size, int) else list(grid_size)
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 4 for s in sizes) \
+                or len(sizes) not in (1, d):
+            raise ValueError(f"grid_size: expected an integer >= 4 or {d} of them, got "
+                             f"{grid_size!r}")
+        return grid_size if isinstance(grid_size, int) else tuple(sizes)
+    if grid_size is not None:
+        raise ValueError(f"grid_size: only solver='ski' takes a grid size, got solver={solver!r}")
+    if solver == "grid":
+        _grid(model, model.X)          # raises now when two rows share a cell
+    return None
+
+
+#: solver="auto" takes the grid path when the inputs fill at least this share of their grid.
+AUTO_GRID_MIN_FILL = 0.5
+
+
+def structured(model):
+    """``"grid"`` or ``"ski"`` when the model runs a structured solver, else None:
+    ``solver="grid"``/``"ski"`` as given; ``solver="auto"`` beyond Cholesky's sizes on inputs
+    that fill at least ``AUTO_GRID_MIN_FILL`` of a Cartesian grid (one row a cell) takes
+    ``"grid"``. Decided once per model (its inputs are fixed)."""
+    if model.solver in ("grid", "ski"):
+        return model.solver
+    if model.solver != "auto" or not model.uses_cg:
+        return None
+    cached = getattr(model, "_auto_structured", None)
+    if cached is not None:
+        return cached[0]
+    choice = None
+    try:
+        grid, _ = _grid(model, model.X)
+    except ValueError:
+        grid = None
+    if grid is not None and model.X.shape[0] >= AUTO_GRID_MIN_FILL * grid.size:
+        choice = "grid"
+    model._auto_structured = (choice,)
+    return choice
