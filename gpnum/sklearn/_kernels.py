@@ -119,7 +119,9 @@ class _PickledKernel:
     def __init__(self, kernel):
         xp, dtype, device = kernel_home(kernel)
         host = HostKernel.of(kernel)
-        self.spec, self.params = host.spec, host.params
+        # the classes travel by reference (pickle's rule for classes): a user-defined kernel
+        # inside a gpnum Sum rebuilds as it was
+        self.spec, self.params, self.classes = host.spec, host.params, host.classes
         self.backend = namespace_name(xp)
         self.dtype = dtype_name(xp, dtype)
         self.device = device
@@ -127,7 +129,8 @@ class _PickledKernel:
     def restore(self):
         xp = B.namespace_by_name(self.backend)
         return kernel_from_spec(self.spec, self.params, xp=xp, dtype=getattr(xp, self.dtype),
-                                device=self.device, where="pickled kernel")
+                                device=self.device, where="pickled kernel",
+                                classes=self.classes)
 
 
 def _restore_kernel(pickled):
