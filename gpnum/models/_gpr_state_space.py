@@ -30,8 +30,9 @@ __all__ = ["check_state_space", "has_state_space_form", "lml", "predict", "predi
 
 #: Steps per scan of the likelihood: memory O(chunk J^2 p).
 CHUNK = 1 << 16
-#: The likelihood's scan: "blocked" (:mod:`gpnum.models._kalman_blocked`, BLOCKS blocks per
-#: chunk) or "associative" (:mod:`gpnum.models._kalman_scan`, the odd/even recursion).
+#: The likelihood's scan: "blocked" (:mod:`gpnum.models._kalman_blocked`, at most BLOCKS
+#: blocks per chunk) or "associative" (:mod:`gpnum.models._kalman_scan`, the odd/even
+#: recursion).
 METHOD = "blocked"
 BLOCKS = 2048
 
@@ -111,7 +112,10 @@ def lml(model, X, y, need_grad):
     terms = None
     if METHOD == "blocked":
         def terms(*args):
-            return chunk_terms_blocked(*args, num_blocks=BLOCKS)
+            # blocks of at least ~32 steps: the scan over the block elements (general
+            # combinations with an inverse) stays a small part of the work
+            return chunk_terms_blocked(*args, num_blocks=min(BLOCKS, max(64,
+                                                                       args[0].shape[0] // 32)))
     value, dvalue = log_marginal_likelihood(n, h, R, steps, dR=dR, chunk=CHUNK,
                                             chunk_terms=terms)
     value = model._scalar(value)
