@@ -200,3 +200,23 @@ def test_auto_takes_the_grid_solver_on_grids_beyond_cholesky(monkeypatch, to_xp,
     scattered = GPR(product_kernel(xp, xp.float64, device), Gaussian(variance=0.05),
                     to_xp(rng.uniform(size=(30, 2))), to_xp(y), solver="auto")
     assert _gpr_grid.structured(scattered) is None and scattered.uses_cg
+
+
+@pytest.mark.parametrize("kernel_fn,drop", [(product_kernel, 0), (ard_kernel, 5)],
+                         ids=["kronecker-exact", "toeplitz-cg"])
+def test_predictions_at_grid_cells(kernel_fn, drop, to_xp, xp, dtype, device):
+    """New points on cells of the training grid (observed and missing ones): means from one
+    structured product, cross-covariances gathered from the grid operator; against dense."""
+    if dtype != xp.float64:
+        pytest.skip("the dense comparison runs in float64")
+    Xall, _ = grid_data((5, 5), seed=3)
+    X, y = grid_data((5, 5), seed=3, drop=drop)
+    dense, fast = models(kernel_fn, X, y, to_xp, xp, device, "grid", cg_options=EXACT_CG)
+    Xs = to_xp(Xall[:9])
+    m0, v0 = dense.predict_f(Xs)
+    m1, v1 = fast.predict_f(Xs)
+    np.testing.assert_allclose(host(m1), host(m0), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(host(v1), host(v0), rtol=1e-6, atol=1e-8)
+    c0 = dense.predict_f(Xs, full_cov=True)[1]
+    c1 = fast.predict_f(Xs, full_cov=True)[1]
+    np.testing.assert_allclose(host(c1), host(c0), rtol=1e-6, atol=1e-8)
