@@ -12,7 +12,7 @@ ICM(RBF(ARD), t, rank), per-output noise variances, a constant mean per output.
   covariance: LAPACK potrf and potri in place (SciPy, two (n t)^2 arrays), the gradient
   contracted block by block (dK = sum_ab Sigma_bar_ab B_ab, dB_ab = sum(Sigma_bar_ab * K)),
   the kernel's backward pass through gpnum. The two values and gradients are compared.
-  At n = 2,000, t = 10 the dense path holds two 3.2 GB matrices.
+  At n = 2,000, t = 10 the dense path holds two or three 3.2 GB matrices.
 - "gpytorch" (argument ``gpytorch``; run with the scratch venv's python): one training step
   (loss, backward, Adam) of ExactGP with MultitaskMean(ConstantMean), MultitaskKernel(RBF ARD,
   rank), MultitaskGaussianLikelihood(has_global_noise=False: per-task noise only, as gpnum's),
@@ -28,8 +28,7 @@ import sys
 import time
 
 import numpy as np
-import scipy.linalg as sla
-from scipy.linalg import lapack
+import torch
 
 from gpnum.kernels import ICM, RBF
 from gpnum.likelihoods import Gaussian
@@ -64,34 +63,32 @@ def best(fn, reps):
 
 
 def dense_lml_and_grad(model):
-    """The model's LML and gradient by one Cholesky of the full (n t) covariance, in place."""
+    """The model's LML and gradient by one Cholesky of the full (n t) covariance."""
     kern = model.kernel
     K, vjp = kern.kernel.gram_and_vjp(X)
     B = np.asarray(kern.coregion_matrices()[0])
     s2 = np.asarray(model.likelihood.variance)
     N = n * t
-    S = np.empty((N, N), order="F")
+    S = np.empty((N, N))
     for a in range(t):
         for b in range(t):
             S[a::t, b::t] = K * B[a, b]
     S[np.diag_indices(N)] += np.tile(s2, n)
-    L, info = lapack.dpotrf(S, lower=1, overwrite_a=1)
-    assert info == 0
-    del S
+    # torch's LAPACK for the factorisation and the inverse: SciPy's 32-bit-integer LAPACK
+    # crashed on this machine at n t = 20,000 (3.2 GB matrices)
+    St = torch.from_numpy(S)
+    L = torch.linalg.cholesky(St)
+    del St, S
     r = (Y - np.asarray(model.mean)[None, :]).reshape(-1)
-    alpha = sla.cho_solve((L, True), r)
-    logdet = 2.0 * np.sum(np.log(np.diag(L)))
+    alpha = torch.cholesky_solve(torch.from_numpy(r)[:, None], L)[:, 0].numpy()
+    logdet = 2.0 * float(torch.sum(torch.log(torch.diagonal(L))))
     value = -0.5 * (r @ alpha) - 0.5 * logdet - 0.5 * N * np.log(2.0 * np.pi)
-    Sinv, info = lapack.dpotri(L, lower=1, overwrite_c=1)
-    assert info == 0
+    # Sigma^{-1} = L^{-T} L^{-1}: torch's triangular solve, then NumPy's A^T A (a syrk in its
+    # 64-bit-integer OpenBLAS); torch.cholesky_inverse was 15x slower than this here
+    Linv = torch.linalg.solve_triangular(L, torch.eye(N, dtype=L.dtype), upper=False).numpy()
     del L
-    # potri fills the lower triangle: mirror it in row blocks (no (n t)^2 temporary)
-    step = 1000
-    for s0 in range(0, N, step):
-        s1 = min(s0 + step, N)
-        Sinv[s0:s1, s1:] = Sinv[s1:, s0:s1].T
-        block = Sinv[s0:s1, s0:s1]
-        Sinv[s0:s1, s0:s1] = np.tril(block) + np.tril(block, -1).T
+    Sinv = Linv.T @ Linv
+    del Linv
     A = alpha.reshape(n, t)
     dK = np.zeros((n, n))
     dB = np.zeros((t, t))
@@ -112,9 +109,11 @@ def dense_lml_and_grad(model):
 
 
 def compare_dense():
+    torch.set_num_threads(2)
     model = make_model()
     model.log_marginal_likelihood_and_grad()    # warm-up
     t_kron, (v_kron, g_kron) = best(model.log_marginal_likelihood_and_grad, 3)
+    torch.linalg.cholesky(torch.eye(64, dtype=torch.float64))  # warm-up
     t_dense, (v_dense, g_dense) = best(lambda: dense_lml_and_grad(model), 1)
     err = max(np.linalg.norm(np.asarray(g_kron[k]) - g_dense[k])
               / max(np.linalg.norm(g_dense[k]), 1e-300) for k in g_dense)
