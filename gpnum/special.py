@@ -161,10 +161,7 @@ def log_ndtr_and_grad(x):
     """
     xp = get_namespace(x)
     e, g = _half_erfc_of_abs(x)
-    neg_branch = _LOG_HALF + xp.log(e) - 0.5 * (x * x)
-    # for x >= 0, Phi(x) = 1 - erfc(x/sqrt2)/2 >= 1/2: log1p is exact and never sees a pole
-    pos_branch = xp.log1p(-0.5 * e * g)
-    value = xp.where(x < 0.0, neg_branch, pos_branch)
+    value = _log_ndtr_from(xp, x, e, g)
     grad_neg = _SQRT_2_OVER_PI / e
     grad_pos = (_SQRT_2_OVER_PI * 0.5) * g / (1.0 - 0.5 * e * g)
     grad = xp.where(x < 0.0, grad_neg, grad_pos)
@@ -174,8 +171,15 @@ def log_ndtr_and_grad(x):
 def log_ndtr(x):
     """``log Phi(x)``, the log of the standard normal CDF (see :func:`log_ndtr_and_grad`)."""
     xp = get_namespace(x)
-    e, g = _half_erfc_of_abs(x)
-    return xp.where(x < 0.0, _LOG_HALF + xp.log(e) - 0.5 * (x * x), xp.log1p(-0.5 * e * g))
+    return _log_ndtr_from(xp, x, *_half_erfc_of_abs(x))
+
+
+def _log_ndtr_from(xp, x, e, g):
+    """``log Phi(x)`` from the factors ``e, g`` of ``erfc(|x|/sqrt 2)`` (:func:`_half_erfc_of_abs`)."""
+    neg_branch = _LOG_HALF + xp.log(e) - 0.5 * (x * x)
+    # for x >= 0, Phi(x) = 1 - erfc(x/sqrt2)/2 >= 1/2: log1p is exact and never sees a pole
+    pos_branch = xp.log1p(-0.5 * e * g)
+    return xp.where(x < 0.0, neg_branch, pos_branch)
 
 
 # Asymptotic series of log Gamma(z + 1/2) - log Gamma(z) - log(z)/2 in powers of 1/z:

@@ -43,7 +43,7 @@ def _check_square(A, name="A"):
 
 def _raw_cholesky(xp, A, shift=0.0):
     """Lower Cholesky factor of ``A + shift I``, or ``None`` if the factorisation fails."""
-    if array_api_compat.is_numpy_namespace(xp) and A.dtype in (xp.float32, xp.float64):
+    if _is_lapack_input(xp, A):
         import numpy as np
         from scipy.linalg import lapack
 
@@ -207,6 +207,34 @@ def _as_2d(B, n, name):
     return B, False
 
 
+def _is_lapack_input(xp, L):
+    """Whether ``L`` is a NumPy float32/float64 array that LAPACK can take directly."""
+    return array_api_compat.is_numpy_namespace(xp) and L.dtype in (xp.float32, xp.float64)
+
+
+def _lapack_triangular(L, routine, lower, what):
+    """LAPACK ``routine`` (``trtri`` or ``potri``) on one Fortran-ordered copy of ``L`` (n, n).
+
+    A C-ordered ``L`` read as Fortran is ``L^T`` (the other triangle), so that copy is taken of
+    ``L.T`` with the triangle flag flipped, and the result transposed back. Raises
+    :class:`NotPSDError` naming ``what`` if ``L`` has a zero on its diagonal.
+    """
+    import numpy as np
+    from scipy.linalg import lapack
+
+    n = L.shape[0]
+    c_order = not L.flags.f_contiguous
+    F = np.array(L.T if c_order else L, order="F")
+    func = lapack.get_lapack_funcs(routine, (F,))
+    inv, info = func(F, lower=int(lower != c_order), overwrite_c=1)
+    if info > 0:
+        raise NotPSDError(f"{what} of size {n} x {n} is singular: diagonal entry "
+                          f"{info - 1} is zero")
+    if info < 0:
+        raise ValueError(f"LAPACK {routine}: illegal argument {-info}")
+    return inv.T if c_order else inv
+
+
 def triangular_inverse(L, *, lower: bool = True):
     """``L^{-1}`` for a triangular ``L`` (n, n); only the triangle named by ``lower`` is read.
 
@@ -222,21 +250,10 @@ def triangular_inverse(L, *, lower: bool = True):
     xp = get_namespace(L)
     _check_square(L, "L")
     n = L.shape[0]
-    if array_api_compat.is_numpy_namespace(xp) and L.dtype in (xp.float32, xp.float64):
+    if _is_lapack_input(xp, L):
         import numpy as np
-        from scipy.linalg import lapack
 
-        # A C-ordered L read as Fortran is L^T (the other triangle): invert that in place.
-        c_order = not L.flags.f_contiguous
-        F = np.array(L.T if c_order else L, order="F")
-        trtri = lapack.get_lapack_funcs("trtri", (F,))
-        inv, info = trtri(F, lower=int(lower != c_order), overwrite_c=1)
-        if info > 0:
-            raise NotPSDError(f"triangular matrix of size {n} x {n} is singular: diagonal entry "
-                              f"{info - 1} is zero")
-        if info < 0:
-            raise ValueError(f"LAPACK trtri: illegal argument {-info}")
-        inv = inv.T if c_order else inv
+        inv = _lapack_triangular(L, "trtri", lower, "triangular matrix")
         return np.tril(inv) if lower else np.triu(inv)
     eye = xp.eye(n, dtype=L.dtype, device=array_api_compat.device(L))
     X = solve_triangular(L, eye, lower=lower)
@@ -258,23 +275,9 @@ def cho_inverse(L):
     """
     xp = get_namespace(L)
     _check_square(L, "L")
-    n = L.shape[0]
-    if array_api_compat.is_numpy_namespace(xp) and L.dtype in (xp.float32, xp.float64):
-        import numpy as np
-        from scipy.linalg import lapack
-
-        # A C-ordered L read as Fortran is L^T, an upper factor of the same matrix.
-        c_order = not L.flags.f_contiguous
-        F = np.array(L.T if c_order else L, order="F")
-        potri = lapack.get_lapack_funcs("potri", (F,))
-        inv, info = potri(F, lower=int(not c_order), overwrite_c=1)
-        if info > 0:
-            raise NotPSDError(f"Cholesky factor of size {n} x {n} is singular: diagonal entry "
-                              f"{info - 1} is zero")
-        if info < 0:
-            raise ValueError(f"LAPACK potri: illegal argument {-info}")
+    if _is_lapack_input(xp, L):
         # potri fills one triangle (the lower one of the F-ordered array, or of its transpose).
-        out = inv.T if c_order else inv
+        out = _lapack_triangular(L, "potri", True, "Cholesky factor")
         _mirror_lower(out)
         return out
     Linv = triangular_inverse(L, lower=True)

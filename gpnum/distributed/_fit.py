@@ -13,7 +13,21 @@ from gpnum.optim import fit as _fit
 __all__ = ["fit"]
 
 
-class _RowsModel:
+class _Proxy:
+    """The wrapped model with distributed data: attributes the proxy does not define are the
+    model's, and :func:`gpnum.fit`'s data checks pass the stand-in data through."""
+
+    def __init__(self, model, X, y, client):
+        self._model, self._X, self._y, self._client = model, X, y, client
+
+    def __getattr__(self, name):  # only called for what the proxy does not define
+        return getattr(self._model, name)
+
+    def check_data(self, X, y):
+        return X, y
+
+
+class _RowsModel(_Proxy):
     """The model, seen by :func:`gpnum.fit` as one whose data are row indices.
 
     ``fit`` draws its minibatches from an (n, 1) array of row numbers with its own generator,
@@ -24,15 +38,6 @@ class _RowsModel:
 
     full_batch = False
 
-    def __init__(self, model, X, y, client):
-        self._model, self._X, self._y, self._client = model, X, y, client
-
-    def __getattr__(self, name):  # only called for what the proxy does not define
-        return getattr(self._model, name)
-
-    def check_data(self, rows, y):
-        return rows, y
-
     def objective_and_grad(self, rows, y, *, validate=True, return_data=False):
         idx = np.asarray(B.to_numpy(rows))[:, 0]
         clip = True
@@ -42,20 +47,11 @@ class _RowsModel:
                                   return_data=return_data, clip_curvature=clip)
 
 
-class _ExactModel:
+class _ExactModel(_Proxy):
     """A GPR with ``solver="cg"``, seen by :func:`gpnum.fit` as a full-batch model whose every
     evaluation runs its kernel products on the workers (:class:`DaskKernelMatrix`)."""
 
     full_batch = True
-
-    def __init__(self, model, X, y, client):
-        self._model, self._X, self._y, self._client = model, X, y, client
-
-    def __getattr__(self, name):  # only called for what the proxy does not define
-        return getattr(self._model, name)
-
-    def check_data(self, X, y):
-        return X, y
 
     def objective_and_grad(self, X=None, y=None, *, validate=True):
         return exact_objective_and_grad(self._model, self._X, self._y, self._client)

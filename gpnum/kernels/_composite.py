@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from gpnum.kernels._nested import ParentKernel, check_children
 
 __all__ = ["Sum", "Product"]
@@ -31,6 +33,12 @@ class _Composite(ParentKernel):
         extra = "" if self.active_dims is None else f", active_dims={list(self.active_dims)}"
         return f"{type(self).__name__}({', '.join(repr(k) for k in self.kernels)}{extra})"
 
+    def _gram(self, X1, X2):
+        return _fold(self._combine, (k._sel_gram(X1, X2) for k in self.kernels))
+
+    def _diag(self, X):
+        return _fold(self._combine, (k._sel_diag(X) for k in self.kernels))
+
 
 class Sum(_Composite):
     """``k(x, x') = sum_i k_i(x, x')``; parameters named ``"i.<name>"``.
@@ -43,34 +51,15 @@ class Sum(_Composite):
         The input columns passed on to the parts (default all); parts may select further.
     """
 
-    def _gram(self, X1, X2):
-        K = self.kernels[0]._sel_gram(X1, X2)
-        for k in self.kernels[1:]:
-            K = K + k._sel_gram(X1, X2)
-        return K
-
-    def _diag(self, X):
-        out = self.kernels[0]._sel_diag(X)
-        for k in self.kernels[1:]:
-            out = out + k._sel_diag(X)
-        return out
+    _combine = staticmethod(operator.add)
 
     def _gram_vjp(self, G, X1, X2):
-        params, g1, g2 = {}, None, None
-        for i, k in enumerate(self.kernels):
-            p, a, b = k._sel_gram_vjp(G, X1, X2)
-            params.update(self._prefixed(i, p))
-            g1 = a if g1 is None else g1 + a
-            if b is not None:
-                g2 = b if g2 is None else g2 + b
-        return params, g1, g2
+        return _collect([k._sel_gram_vjp(G, X1, X2) for k in self.kernels])
 
     def _gram_and_vjp(self, X1, X2):
         # the parts' own shared forward/backward passes (no recomputation in the backward)
         pairs = [k._sel_gram_and_vjp(X1, X2) for k in self.kernels]
-        K = pairs[0][0]
-        for Ki, _ in pairs[1:]:
-            K = K + Ki
+        K = _fold(operator.add, (Ki for Ki, _ in pairs))
 
         def inner(G):
             return _collect([vjp(G) for _, vjp in pairs])
@@ -78,23 +67,36 @@ class Sum(_Composite):
         return K, inner
 
     def _diag_vjp(self, g, X):
-        params, gX = {}, None
-        for i, k in enumerate(self.kernels):
-            p, a = k._sel_diag_vjp(g, X)
-            params.update(self._prefixed(i, p))
-            gX = a if gX is None else gX + a
-        return params, gX
+        return _collect_diag([k._sel_diag_vjp(g, X) for k in self.kernels])
+
+
+def _fold(op, values):
+    """``op(...op(op(v0, v1), v2)..., v_last)`` over an iterable, left to right."""
+    values = iter(values)
+    out = next(values)
+    for v in values:
+        out = op(out, v)
+    return out
 
 
 def _collect(results):
     """Sum the parts' ``(params, g1, g2)`` into the parent's, prefixing parameter names."""
     params, g1, g2 = {}, None, None
     for i, (p, a, b) in enumerate(results):
-        params.update({f"{i}.{n}": v for n, v in p.items()})
+        params.update(ParentKernel._prefixed(i, p))
         g1 = a if g1 is None else g1 + a
         if b is not None:
             g2 = b if g2 is None else g2 + b
     return params, g1, g2
+
+
+def _collect_diag(results):
+    """Sum the parts' ``(params, gX)`` of a diagonal's VJP, prefixing parameter names."""
+    params, gX = {}, None
+    for i, (p, a) in enumerate(results):
+        params.update(ParentKernel._prefixed(i, p))
+        gX = a if gX is None else gX + a
+    return params, gX
 
 
 def _product_except(values, skip):
@@ -119,35 +121,17 @@ class Product(_Composite):
         The input columns passed on to the parts (default all); parts may select further.
     """
 
-    def _gram(self, X1, X2):
-        K = self.kernels[0]._sel_gram(X1, X2)
-        for k in self.kernels[1:]:
-            K = K * k._sel_gram(X1, X2)
-        return K
-
-    def _diag(self, X):
-        out = self.kernels[0]._sel_diag(X)
-        for k in self.kernels[1:]:
-            out = out * k._sel_diag(X)
-        return out
+    _combine = staticmethod(operator.mul)
 
     def _gram_vjp(self, G, X1, X2):
         grams = [k._sel_gram(X1, X2) for k in self.kernels]
-        params, g1, g2 = {}, None, None
-        for i, k in enumerate(self.kernels):
-            p, a, b = k._sel_gram_vjp(G * _product_except(grams, i), X1, X2)
-            params.update(self._prefixed(i, p))
-            g1 = a if g1 is None else g1 + a
-            if b is not None:
-                g2 = b if g2 is None else g2 + b
-        return params, g1, g2
+        return _collect([k._sel_gram_vjp(G * _product_except(grams, i), X1, X2)
+                         for i, k in enumerate(self.kernels)])
 
     def _gram_and_vjp(self, X1, X2):
         pairs = [k._sel_gram_and_vjp(X1, X2) for k in self.kernels]
         grams = [Ki for Ki, _ in pairs]
-        K = grams[0]
-        for Ki in grams[1:]:
-            K = K * Ki
+        K = _fold(operator.mul, grams)
 
         def inner(G):
             return _collect([vjp(G * _product_except(grams, i))
@@ -157,9 +141,5 @@ class Product(_Composite):
 
     def _diag_vjp(self, g, X):
         diags = [k._sel_diag(X) for k in self.kernels]
-        params, gX = {}, None
-        for i, k in enumerate(self.kernels):
-            p, a = k._sel_diag_vjp(g * _product_except(diags, i), X)
-            params.update(self._prefixed(i, p))
-            gX = a if gX is None else gX + a
-        return params, gX
+        return _collect_diag([k._sel_diag_vjp(g * _product_except(diags, i), X)
+                              for i, k in enumerate(self.kernels)])

@@ -6,9 +6,8 @@ import math
 
 from gpnum.backend import device_of, get_namespace
 from gpnum.errors import ShapeError, describe_shape
-from gpnum.kernels._base import Kernel
 from gpnum.kernels._nested import ParentKernel, check_children
-from gpnum.kernels._stationary import Stationary
+from gpnum.kernels._stationary import LengthscaleVariance, Stationary
 
 __all__ = ["Periodic", "Cosine"]
 
@@ -140,7 +139,7 @@ class Periodic(ParentKernel):
         W = G * slope
         W *= var  # cotangent of r^2
         g_ell, g_per, g1, g2 = [], [], [], []
-        for k, (tau, s) in enumerate(zip(taus, sines)):
+        for k, (tau, s) in enumerate(zip(taus, sines, strict=True)):
             lk, pk = _per_dim(ell, k), _per_dim(per, k)
             g_ell.append((-2.0 / lk) * xp.sum(W * r2s[k]))
             # d r_k^2 / d tau = 4 pi sin(2 pi tau / p) / (p l^2) = 8 pi s c / (p l^2)
@@ -168,7 +167,7 @@ class Periodic(ParentKernel):
         return params, xp.zeros_like(X)
 
 
-class Cosine(Kernel):
+class Cosine(LengthscaleVariance):
     """Cosine kernel ``variance * cos(2 pi sum_k (x_k - x'_k) / lengthscale_k)``.
 
     A stationary kernel whose spectrum is a pair of spikes at frequencies ``+-1/lengthscale``
@@ -185,21 +184,6 @@ class Cosine(Kernel):
     xp, dtype, device : optional
         As for :class:`gpnum.kernels.RBF`.
     """
-
-    _param_names = ("lengthscale", "variance")
-    _positive = ("lengthscale", "variance")
-
-    def __init__(self, lengthscale=1.0, variance=1.0, *, active_dims=None, xp=None, dtype=None,
-                 device=None):
-        self._set_active_dims(active_dims)
-        self._setup_namespace(xp, dtype, device, lengthscale, variance)
-        self.lengthscale = lengthscale
-        self.variance = variance
-        self._require_ndim("lengthscale", (0, 1))
-        self._require_ndim("variance", (0,))
-
-    def _check_dim(self, d, name):
-        _check_per_dim("lengthscale", self.lengthscale, d, name)
 
     def _phase(self, X1, X2):
         taus = _columns(X1, X2)

@@ -38,7 +38,30 @@ _SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)
 
 
-class Stationary(Kernel):
+class LengthscaleVariance(Kernel):
+    """A kernel with a positive ``lengthscale`` (shared, or one per input column) and a
+    positive ``variance``: their checks, once, for :class:`Stationary` and :class:`Cosine`."""
+
+    _param_names = ("lengthscale", "variance")
+    _positive = ("lengthscale", "variance")
+
+    def __init__(self, lengthscale=1.0, variance=1.0, *, active_dims=None, xp=None, dtype=None,
+                 device=None):
+        self._set_active_dims(active_dims)
+        self._setup_namespace(xp, dtype, device, lengthscale, variance)
+        self.lengthscale = lengthscale
+        self.variance = variance
+        self._require_ndim("lengthscale", (0, 1))
+        self._require_ndim("variance", (0,))
+
+    def _check_dim(self, d, name):
+        ell = self.lengthscale
+        if ell.ndim == 1 and ell.shape[0] != d:
+            raise ShapeError(f"{name}: expected {ell.shape[0]} columns to match lengthscale of "
+                             f"shape {describe_shape(ell.shape)}, got {d}")
+
+
+class Stationary(LengthscaleVariance):
     """``variance * h(r)`` of the lengthscale-scaled distance ``r``; subclasses give ``h``.
 
     Parameters
@@ -56,28 +79,11 @@ class Stationary(Kernel):
         argument, else ``GPNUM_BACKEND`` / ``GPNUM_DTYPE``). Inputs must match them.
     """
 
-    _param_names = ("lengthscale", "variance")
-    _positive = ("lengthscale", "variance")
     #: Whether dh/d(r^2) stays bounded as r -> 0. Then the backward pass may sum over the
     #: distance cotangent by matrix products (gpnum.kernels._distance, "expansion"): its
     #: rounding error is that of the exact per-dimension form, at a fifth of the time for
     #: d = 2. Matern-1/2's slope grows like 1/r, so it keeps the exact form for small d.
     _bounded_slope = True
-
-    def __init__(self, lengthscale=1.0, variance=1.0, *, active_dims=None, xp=None, dtype=None,
-                 device=None):
-        self._set_active_dims(active_dims)
-        self._setup_namespace(xp, dtype, device, lengthscale, variance)
-        self.lengthscale = lengthscale
-        self.variance = variance
-        self._require_ndim("lengthscale", (0, 1))
-        self._require_ndim("variance", (0,))
-
-    def _check_dim(self, d, name):
-        ell = self.lengthscale
-        if ell.ndim == 1 and ell.shape[0] != d:
-            raise ShapeError(f"{name}: expected {ell.shape[0]} columns to match lengthscale of "
-                             f"shape {describe_shape(ell.shape)}, got {d}")
 
     # h(r) and dh/d(r^2), both as functions of r^2 ---------------------------------------
     def _profile(self, r2):
@@ -297,6 +303,15 @@ class Matern12(Stationary):
         return h, slope
 
 
+def _matern_exponential(r2, scale):
+    """``-scale r`` and ``exp(-scale r)`` at ``r = sqrt(r2)``: the factors every half-integer
+    Matern profile shares (Rasmussen & Williams 2006, eq. 4.17)."""
+    xp = get_namespace(r2)
+    neg_sr = xp.sqrt(r2)
+    neg_sr *= -scale
+    return neg_sr, xp.exp(neg_sr)
+
+
 class Matern32(Stationary):
     """Matern-3/2 kernel ``variance * (1 + sqrt(3) r) exp(-sqrt(3) r)``.
 
@@ -305,20 +320,14 @@ class Matern32(Stationary):
     """
 
     def _profile(self, r2):
-        xp = get_namespace(r2)
-        neg_sr = xp.sqrt(r2)
-        neg_sr *= -_SQRT3
-        h = xp.exp(neg_sr)
+        neg_sr, h = _matern_exponential(r2, _SQRT3)
         neg_sr -= 1.0
         neg_sr *= h  # -(1 + sqrt(3) r) exp(-sqrt(3) r)
         neg_sr *= -1.0
         return neg_sr
 
     def _profile_and_slope(self, r2):
-        xp = get_namespace(r2)
-        neg_sr = xp.sqrt(r2)
-        neg_sr *= -_SQRT3
-        e = xp.exp(neg_sr)
+        neg_sr, e = _matern_exponential(r2, _SQRT3)
         h = neg_sr
         h -= 1.0
         h *= e
@@ -335,10 +344,7 @@ class Matern52(Stationary):
     """
 
     def _profile(self, r2):
-        xp = get_namespace(r2)
-        neg_sr = xp.sqrt(r2)
-        neg_sr *= -_SQRT5
-        h = xp.exp(neg_sr)
+        neg_sr, h = _matern_exponential(r2, _SQRT5)
         r2 *= 5.0 / 3.0
         r2 -= neg_sr
         r2 += 1.0  # 1 + sqrt(5) r + 5 r^2 / 3
@@ -346,10 +352,7 @@ class Matern52(Stationary):
         return r2
 
     def _profile_and_slope(self, r2):
-        xp = get_namespace(r2)
-        neg_sr = xp.sqrt(r2)
-        neg_sr *= -_SQRT5
-        e = xp.exp(neg_sr)
+        neg_sr, e = _matern_exponential(r2, _SQRT5)
         h = r2 * (5.0 / 3.0)
         h -= neg_sr
         h += 1.0

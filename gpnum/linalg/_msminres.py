@@ -24,8 +24,14 @@ from dataclasses import dataclass
 
 from gpnum.backend import asarray, device_of, get_namespace, is_array, to_numpy
 from gpnum.errors import ConvergenceWarning, ShapeError, describe_shape
-from gpnum.linalg._validation import (check_maxiter, check_tolerances, default_check_every,
-                                      on_host, prepare_system)
+from gpnum.linalg._solver_result import IterativeResult
+from gpnum.linalg._validation import (
+    check_maxiter,
+    check_tolerances,
+    default_check_every,
+    on_host,
+    prepare_system,
+)
 
 __all__ = ["msminres", "MultiShiftResult", "Workspace"]
 
@@ -79,7 +85,7 @@ class Workspace:
 
 
 @dataclass(frozen=True, repr=False)
-class MultiShiftResult:
+class MultiShiftResult(IterativeResult):
     """Outcome of :func:`msminres`.
 
     Attributes
@@ -103,29 +109,8 @@ class MultiShiftResult:
     message : str
     """
 
-    x: object
-    info: int
-    num_iter: int
-    residual_norm: object
-    b_norm: object
-    converged: object
     shifts: object
     message: str
-
-    @property
-    def relative_residual(self):
-        """``residual_norm / ||b||`` per (shift, column) (``residual_norm`` where ``b = 0``)."""
-        xp = get_namespace(self.residual_norm)
-        b = xp.where(self.b_norm > 0.0, self.b_norm, 1.0)
-        return self.residual_norm / b
-
-    @property
-    def status(self) -> str:
-        return self.message
-
-    def __repr__(self):
-        return (f"MultiShiftResult(info={self.info}, num_iter={self.num_iter}, "
-                f"x shape {describe_shape(self.x.shape)}: {self.message})")
 
 
 def _prepare_shifts(shifts, op):

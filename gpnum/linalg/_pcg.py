@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from gpnum.backend import get_namespace, is_array
 from gpnum.errors import ConvergenceWarning, ShapeError, check_finite, describe_shape
 from gpnum.linalg._operators import aslinearoperator
-from gpnum.linalg._validation import (check_maxiter, check_tolerances, default_check_every,
-                                      prepare_system)
+from gpnum.linalg._solver_result import IterativeResult
+from gpnum.linalg._validation import (
+    check_maxiter,
+    check_tolerances,
+    default_check_every,
+    prepare_system,
+)
 
 __all__ = ["pcg", "SolveResult"]
 
@@ -20,7 +25,7 @@ _NON_FINITE = -3
 
 
 @dataclass(frozen=True, repr=False)
-class SolveResult:
+class SolveResult(IterativeResult):
     """Outcome of :func:`pcg`.
 
     Attributes
@@ -41,28 +46,8 @@ class SolveResult:
     message : str
     """
 
-    x: object
-    info: int
-    num_iter: int
-    residual_norm: object
-    b_norm: object
-    converged: object
     breakdown: object
     message: str
-
-    @property
-    def relative_residual(self):
-        """``residual_norm / ||b||`` per column (``residual_norm`` where ``b = 0``)."""
-        xp = get_namespace(self.residual_norm)
-        return self.residual_norm / xp.where(self.b_norm > 0.0, self.b_norm, 1.0)
-
-    @property
-    def status(self) -> str:
-        return self.message
-
-    def __repr__(self):
-        return (f"SolveResult(info={self.info}, num_iter={self.num_iter}, "
-                f"x shape {describe_shape(self.x.shape)}: {self.message})")
 
 
 def _column_list(mask, xp, limit=8):

@@ -107,6 +107,16 @@ class ComposedParameters(ModelDefaults, Parameterised):
             self.likelihood.check_targets(y)
         return y
 
+    def _check_minibatch_data(self, X, y):
+        """``X`` and ``y`` through :meth:`_check_X` and :meth:`_check_y`, and at most
+        ``num_data`` rows (the training-set size the minibatch terms are scaled to)."""
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        if X.shape[0] > self.num_data:
+            raise ValueError(f"num_data: the model says {self.num_data} points but X has "
+                             f"{X.shape[0]}")
+        return X, y
+
     def _adopt_num_data(self, num_data):
         """Set ``num_data`` (N, the training-set size the minibatch terms are scaled to) as an
         int >= 1; anything ``int()`` takes is accepted."""

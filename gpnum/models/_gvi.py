@@ -27,10 +27,16 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.models._composite import ComposedParameters
-from gpnum.models._gvi_parts import (REGULARISERS, VARIATIONAL_KERNELS, VARIATIONAL_MEANS,
-                                          fixed_solve, make_variational_kernel,
-                                          make_variational_mean, needs_full_covariance,
-                                          regulariser_and_grad)
+from gpnum.models._gvi_parts import (
+    REGULARISERS,
+    VARIATIONAL_KERNELS,
+    VARIATIONAL_MEANS,
+    fixed_solve,
+    make_variational_kernel,
+    make_variational_mean,
+    needs_full_covariance,
+    regulariser_and_grad,
+)
 from gpnum.models._whitening import CholeskyWhitening
 
 __all__ = ["GVI"]
@@ -322,12 +328,7 @@ class GVI(ComposedParameters):
         Raises ShapeError / ValueError for wrong shapes, NaN/Inf, targets outside the
         likelihood's support, or more points than ``num_data``.
         """
-        X = self._check_X(X)
-        y = self._check_y(y, X.shape[0])
-        if X.shape[0] > self.num_data:
-            raise ValueError(f"num_data: the model says {self.num_data} points but X has "
-                             f"{X.shape[0]}")
-        return X, y
+        return self._check_minibatch_data(X, y)
 
     # ------------------------------------------------------------------ fixed regulariser pieces
     def _fixed(self):
@@ -337,7 +338,7 @@ class GVI(ComposedParameters):
         # Setting a kernel parameter stores a new array: identity says whether k changed.
         key = tuple(self.kernel.parameters().values())
         if (self._cache is not None and len(self._cache[0]) == len(key)
-                and all(a is b for a, b in zip(self._cache[0], key))):
+                and all(a is b for a, b in zip(self._cache[0], key, strict=True))):
             return self._cache[1]
         xp = self.xp
         Z = self.inducing_points
@@ -586,7 +587,7 @@ class GVI(ComposedParameters):
         g = (math.sqrt(5.0) - 1.0) / 2.0
         for _ in range(2 if L > 1 else 1):
             for j in range(L):
-                def f(t):
+                def f(t, j=j):
                     vals = list(scales)
                     vals[j] = math.exp(t)
                     return -score(vals)

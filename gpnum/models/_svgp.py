@@ -239,12 +239,7 @@ class SVGP(WhitenedMarginals, ComposedParameters):
             Wrong shapes, NaN/Inf, targets outside the likelihood's support, or more points
             than ``num_data``.
         """
-        X = self._check_X(X)
-        y = self._check_y(y, X.shape[0])
-        if X.shape[0] > self.num_data:
-            raise ValueError(f"num_data: the model says {self.num_data} points but X has "
-                             f"{X.shape[0]}")
-        return X, y
+        return self._check_minibatch_data(X, y)
 
     def objective_and_grad(self, X, y, *, validate=True, return_data=False, scale=None):
         """The objective to maximise (the ELBO) and its gradients: :meth:`elbo_and_grad`."""
@@ -455,11 +450,11 @@ class SVGP(WhitenedMarginals, ComposedParameters):
             A_bar = (c["q_mean"][:, :, None] * xp.matrix_transpose(g_mu)[:, None, :]
                      + 2.0 * (SA - A) * xp.matrix_transpose(g_var)[:, None, :])
             parts, gZ = [gdiag["params"]], []
-            for l in range(self.num_latent):
-                wc = c["whiten"]["latents"][l]
-                Kzz_bar, Kzx_bar = self._whiten_backward(A[l, ...], wc, A_bar[l, ...])
+            for lat in range(self.num_latent):
+                wc = c["whiten"]["latents"][lat]
+                Kzz_bar, Kzx_bar = self._whiten_backward(A[lat, ...], wc, A_bar[lat, ...])
                 gzz = wc["kzz_vjp"](Kzz_bar)
-                gzx = c["kzx_vjp"][l](Kzx_bar)
+                gzx = c["kzx_vjp"][lat](Kzx_bar)
                 parts += [gzz["params"], gzx["params"]]
                 gZ.append(gzz["X1"] + gzx["X1"])
             for name in self.kernel.parameters():
@@ -527,8 +522,8 @@ class SVGP(WhitenedMarginals, ComposedParameters):
         q_mu, data_cov = self.variational.data_covariance(self._q_pair(), A)
         Kxx = self.kernel(X)
         covs = []
-        for l, c in enumerate(data_cov):
-            A_l = A[l, ...] if self.separate_inducing else A
+        for lat, c in enumerate(data_cov):
+            A_l = A[lat, ...] if self.separate_inducing else A
             cov = Kxx - A_l.T @ A_l + c
             covs.append(0.5 * (cov + cov.T))
         if self.separate_inducing:
@@ -593,15 +588,15 @@ class SVGP(WhitenedMarginals, ComposedParameters):
         reuse = self._reusable(cache)
         q, form = self._q_pair(), self.variational
         out = []
-        for l in range(self.num_latent):
-            Z_l = self.inducing_points[l, ...] if sep else self.inducing_points
+        for lat in range(self.num_latent):
+            Z_l = self.inducing_points[lat, ...] if sep else self.inducing_points
             prior = self.whitening_strategy.prior_draw(
                 self.kernel, Z_l, X, self.jitter, rng.normal((m + n, k), dtype=self.dtype))
             u_p, f_p = prior[:m, :], prior[m:, :]
             # W^{-1} u_p with the same factor or spectrum work as A's whitening.
-            w_p, _ = self._whiten(u_p, reuse=reuse[l] if sep else reuse,
-                                  latent=l if sep else None)
-            u = form.draw(q, rng.normal((m, k), dtype=self.dtype), l)
-            A_l = A[l, ...] if sep else A
+            w_p, _ = self._whiten(u_p, reuse=reuse[lat] if sep else reuse,
+                                  latent=lat if sep else None)
+            u = form.draw(q, rng.normal((m, k), dtype=self.dtype), lat)
+            A_l = A[lat, ...] if sep else A
             out.append((self.mean + f_p + A_l.T @ (u - w_p)).T)
         return out[0] if self.num_latent == 1 else xp.stack(out, axis=-1)
