@@ -4,7 +4,7 @@ from ``gpnum`` or ``gpnum.models`` instead; this alias will be removed in a late
 
 import warnings
 
-from gpnum.models import *  # noqa: F401,F403
+from gpnum.models import *  # noqa: F403
 from gpnum.models import __all__  # noqa: F401
 
 warnings.warn("gpnum.variational is now gpnum.models; import from gpnum or gpnum.models",

@@ -16,8 +16,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from gpnum import backend as B  # noqa: E402
-from gpnum.errors import BackendError  # noqa: E402
+from gpnum import backend as B
+from gpnum.errors import BackendError
 
 
 def _available(name):

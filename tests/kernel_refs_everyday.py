@@ -72,7 +72,7 @@ def ref_white(X1, X2, same, p):
 def ref_sm(X1, X2, same, p):
     tau = _tau(X1, X2)
     out = 0.0
-    for w, mu, s in zip(p["mixture_weights"], p["mixture_means"], p["mixture_scales"]):
+    for w, mu, s in zip(p["mixture_weights"], p["mixture_means"], p["mixture_scales"], strict=False):
         out = out + w * np.exp(-2.0 * np.pi ** 2 * np.sum(tau ** 2 * s ** 2, axis=-1)) * \
             np.cos(2.0 * np.pi * np.sum(tau * mu, axis=-1))
     return out

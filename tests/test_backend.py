@@ -3,11 +3,11 @@ import sys
 
 import numpy as np
 import pytest
+from gradcheck import check_grad, numerical_grad
 
 import gpnum
 from gpnum import backend as B
 from gpnum.errors import BackendError, NotPSDError, ShapeError
-from gradcheck import check_grad, numerical_grad
 
 
 def _spd(n, seed=0, cond=1e3):

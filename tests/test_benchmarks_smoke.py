@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import os
 import numbers
+import os
 import sys
 from pathlib import Path
 
@@ -51,7 +51,7 @@ def _combinations(params, names):
     parameters (dtypes, methods, variants) the first value, and then each further value once,
     with the rest at their first: every value is run, not every product of values."""
     choices = []
-    for values, name in zip(params, names):
+    for values, name in zip(params, names, strict=False):
         if name == "backend":
             values = ["numpy"] if "numpy" in values else values[:1]
         elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
@@ -118,7 +118,6 @@ def test_benchmark_runs_once(module_name, cls_name, method, combo, monkeypatch):
     if cls_name is None:
         fn = getattr(module, method)
         result = fn()
-        bench, teardown = None, None
     else:
         bench = getattr(module, cls_name)()
         try:

@@ -5,14 +5,20 @@ import warnings
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 
 from gpnum import backend as B
-from gpnum.ciq import (ciq_quadrature, inv_sqrt_matmul, inv_sqrt_matmul_vjp, sample_mvn,
-                       sqrt_matmul, sqrt_matmul_vjp)
+from gpnum.ciq import (
+    ciq_quadrature,
+    inv_sqrt_matmul,
+    inv_sqrt_matmul_vjp,
+    sample_mvn,
+    sqrt_matmul,
+    sqrt_matmul_vjp,
+)
 from gpnum.errors import ConvergenceWarning, NotPSDError, ShapeError
 from gpnum.kernels import RBF, Matern52
 from gpnum.linalg import AddedDiag, Dense, Diagonal, KernelMatrix
-from gradcheck import check_grad
 
 
 def kernel_matrix(kind, m, cond, seed=0):

@@ -31,7 +31,7 @@ HEADERED = {"precip", "elec", "co2"}
 MASKED = ("elevators", "bike", "energy")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def raw(name):
     """The table of ``name`` read straight from its file (header dropped), float64."""
     with gzip.open(DATA_DIR / f"{name}.csv.gz", "rt") as fh:
@@ -39,19 +39,19 @@ def raw(name):
     return np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1 if name in HEADERED else 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def raw_header(name):
     with gzip.open(DATA_DIR / f"{name}.csv.gz", "rt") as fh:
         return fh.readline().strip().split(",")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def raw_mask(name):
     with gzip.open(DATA_DIR / f"{name}_test_mask.csv.gz", "rt") as fh:
         return np.loadtxt(fh, delimiter=",", ndmin=2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def loaded(name, split="random", seed=0):
     """One float64 NumPy load per (name, split, seed) for the whole session."""
     return D.load(name, split=split, seed=seed, xp="numpy", dtype="float64")

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from test_divergences_reference import num, problem, to
 
 from gpnum import divergences as D
 from gpnum.errors import NotPSDError, ShapeError
-from test_divergences_reference import num, problem, to
 
 MVN = [D.kl_mvn, D.wasserstein_mvn, D.bhattacharyya_mvn, D.hellinger_mvn,
        lambda *a, **k: D.renyi_mvn(*a, alpha=0.5, **k), D.kl_mvn_and_grad,

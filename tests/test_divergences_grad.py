@@ -7,10 +7,10 @@ through ``(S + S^T)/2`` and ``tril(L)``, so they check exactly that convention.
 
 import numpy as np
 import pytest
-
-from gpnum import divergences as D
 from gradcheck import check_grad
 from test_divergences_reference import num, problem, to, with_junk_above
+
+from gpnum import divergences as D
 
 
 def _inputs(mq, Sq, mp, Sp, form, cov, seed=3):

@@ -11,9 +11,9 @@ import functools
 import numpy as np
 import pytest
 import scipy.stats
+from test_divergences_reference import num, problem, ref_transport_map, to
 
 from gpnum import divergences as D
-from test_divergences_reference import num, problem, ref_transport_map, to
 
 N_SAMPLES = 100_000
 Z = 5.0
@@ -41,7 +41,7 @@ def _estimates(log_q, log_p, sample_cost):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mvn_case():
     # Sq below Sp keeps the importance weights of the alpha = 1.5 estimate light-tailed.
     mq, Sq, mp, Sp = problem(3, 40, scale_q=0.5, scale_p=1.0)
@@ -55,7 +55,7 @@ def mvn_case():
     return (mq, Sq, mp, Sp), _estimates(log_q, log_p, cost)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pointwise_case():
     mq, mp = np.array([0.3, -1.0, 2.0]), np.array([0.0, 0.5, 1.0])
     vq, vp = np.array([0.5, 2.0, 0.05]), np.array([1.0, 1.5, 0.3])

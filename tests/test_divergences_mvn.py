@@ -2,13 +2,23 @@
 
 import numpy as np
 import pytest
+from kernel_refs_everyday import rbf_reference
+from test_divergences_reference import (
+    num,
+    problem,
+    ref_bhattacharyya,
+    ref_gwi,
+    ref_hellinger,
+    ref_kl,
+    ref_renyi,
+    ref_renyi_highprec,
+    ref_wasserstein,
+    spd,
+    to,
+    with_junk_above,
+)
 
 from gpnum import divergences as D
-from kernel_refs_everyday import rbf_reference
-from test_divergences_reference import (num, problem, ref_bhattacharyya, ref_gwi, ref_hellinger,
-                                        ref_kl, ref_renyi, ref_renyi_highprec,
-                                        ref_wasserstein, spd, to,
-                                        with_junk_above)
 
 FORMS = ("SS", "LL", "SL")
 

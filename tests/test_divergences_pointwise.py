@@ -2,12 +2,20 @@
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from test_divergences_reference import (
+    num,
+    ref_bhattacharyya_normal,
+    ref_hellinger_normal,
+    ref_kl_normal,
+    ref_pointwise_highprec,
+    ref_renyi_normal,
+    ref_squared_difference_normal,
+    ref_wasserstein_normal,
+    to,
+)
 
 from gpnum import divergences as D
-from gradcheck import check_grad
-from test_divergences_reference import (num, ref_bhattacharyya_normal, ref_hellinger_normal,
-                                        ref_kl_normal, ref_pointwise_highprec, ref_renyi_normal,
-                                        ref_squared_difference_normal, ref_wasserstein_normal, to)
 
 ARGS = ("mq", "vq", "mp", "vp")
 CASES = [
@@ -125,7 +133,7 @@ def test_gradients_and_vjp_match_finite_differences(xp, device, case):
                                                      reduction=reduction, **kw)
         assert set(grads) == set(ARGS)
         for i, arg in enumerate(ARGS):
-            def f(z, i=i):
+            def f(z, i=i, reduction=reduction):
                 a = list(arrs)
                 a[i] = z
                 return float(num(fn(*conv(xp, device, xp.float64, a), reduction=reduction,

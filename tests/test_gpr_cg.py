@@ -11,16 +11,22 @@
 
 import numpy as np
 import pytest
+from gradcheck import numerical_grad
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.kernels import Matern32
 from gpnum.likelihoods import Gaussian
-from gpnum.linalg import (AddedDiag, KernelMatrix, lanczos_quadrature, pcg_lanczos,
-                          pivoted_cholesky_preconditioner, preconditioner_probes)
+from gpnum.linalg import (
+    AddedDiag,
+    KernelMatrix,
+    lanczos_quadrature,
+    pcg_lanczos,
+    pivoted_cholesky_preconditioner,
+    preconditioner_probes,
+)
 from gpnum.models import GPR, CGOptions
 from gpnum.optim import fit_exact_gp
-from gradcheck import numerical_grad
 
 LS = np.array([0.7, 1.1, 1.6])
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg as sla
+from gradcheck import check_grad
+from kernel_refs_everyday import rbf_reference
 
 import gpnum
 from gpnum import backend as B
 from gpnum.kernels import RBF
 from gpnum.likelihoods import Bernoulli, Gaussian, RobustMax
-from gradcheck import check_grad
-from kernel_refs_everyday import rbf_reference
 
 KERNELS = ("svgp-cholesky", "svgp-diagonal", "svgp-log-diagonal", "kernelised",
            "sparse-posterior", "fixed-sparse-posterior")
@@ -62,7 +62,7 @@ def make(div="wasserstein", vk="svgp-cholesky", vm="svgp", *, mode="prior", lik=
         rng = np.random.default_rng(seed)
         new = {}
         for name, v in model.parameters().items():
-            if name.startswith("kernel.") or name.startswith("likelihood."):
+            if name.startswith(("kernel.", "likelihood.")):
                 continue
             v = B.to_numpy(v).astype(np.float64)
             if name == "q_sqrt":
@@ -156,22 +156,22 @@ def dense_regulariser(model, X):
     mp, Kp = p_dense(model, X)
     b = len(X)
     total = 0.0
-    for l in range(model.num_latent):
+    for lat in range(model.num_latent):
         if model.divergence == "wasserstein":
             if model.eigen_term:
                 # Exact squared 2-Wasserstein between the batch marginals' joint Gaussians
                 # (with the regulariser's jitter on both), divided by b.
                 j = max(model.jitter, 1e-6)
-                Sq, Sp = Kq[l] + j * np.eye(b), Kp + j * np.eye(b)
+                Sq, Sp = Kq[lat] + j * np.eye(b), Kp + j * np.eye(b)
                 rp = sla.sqrtm(Sp)
                 cross = np.trace(sla.sqrtm(rp @ Sq @ rp)).real
-                dm = mq[:, l] - mp
+                dm = mq[:, lat] - mp
                 total += (dm @ dm + np.trace(Sq) + np.trace(Sp) - 2 * cross) / b
             else:
-                dm = mq[:, l] - mp
-                total += (dm @ dm + np.trace(Kq[l]) + np.trace(Kp)) / b
+                dm = mq[:, lat] - mp
+                total += (dm @ dm + np.trace(Kq[lat]) + np.trace(Kp)) / b
         else:
-            total += np.mean(per_point(model.divergence, mq[:, l], np.diag(Kq[l]), mp,
+            total += np.mean(per_point(model.divergence, mq[:, lat], np.diag(Kq[lat]), mp,
                                        np.diag(Kp), model.alpha))
     return total
 
@@ -264,7 +264,7 @@ def fd_check(model, X, y, rtol=1e-6):
 
         if name == "q_sqrt":
             idx = np.tril_indices(base.shape[-1])
-            def ftri(t, name=name):
+            def ftri(t, name=name, base=base, idx=idx):
                 v = base.copy()
                 v[..., idx[0], idx[1]] = t
                 return f(v)
@@ -488,7 +488,7 @@ def test_checkpoint_round_trip(tmp_path, vk, vm, mode):
     assert isinstance(loaded, gpnum.GVI) and loaded.config() == model.config()
     after = [np.asarray(a) for a in loaded.predict_f(X)] + [
         np.asarray(loaded.log_predictive_density(X, y))]
-    for a, b in zip(before, after):
+    for a, b in zip(before, after, strict=False):
         np.testing.assert_array_equal(a, b)
     # Training resumes from the saved optimiser state.
     gpnum.fit(loaded, X, y, optimizer="adam", epochs=3, batch_size=5, progress=False,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.hmm import forward_backward, viterbi
-from test_hmm_reference import brute_force, numpy_forward_backward, numpy_viterbi, random_hmm
 
 METHODS = ["scan", "blocked", "sequential"]  # viterbi's
 FB_METHODS = ["scan", "blocked", "sequential"]

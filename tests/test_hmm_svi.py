@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_hmm_reference import numpy_forward_backward, sample_chain
 
 from gpnum import backend as B
 from gpnum.hmm import CategoricalHMM, GaussianHMM
-from test_hmm_reference import numpy_forward_backward, sample_chain
 
 
 def _np(a):
@@ -228,7 +228,7 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
         while b < cover:
             b = min(b + g, cover)
             new = interiors(b)
-            change = max(np.abs(n[0] - o[0]).max() for n, o in zip(new, post))
+            change = max(np.abs(n[0] - o[0]).max() for n, o in zip(new, post, strict=False))
             post = new
             if change < grow_tol:
                 break
@@ -237,7 +237,7 @@ def _reference_subchain_statistics(model, Y, starts, L, buffer, grow_step=None, 
     n_starts = T - L + 1
     stats = {"pi": np.zeros(model.num_states), "A": 0.0, "kappa": 0.0, "h": 0.0, "Q": 0.0,
              "nu": 0.0}
-    for s, (marg, xi) in zip(starts, post):
+    for s, (marg, xi) in zip(starts, post, strict=False):
         t = np.arange(s, s + L)
         c_e = np.minimum(t, T - L) - np.maximum(0, t - L + 1) + 1
         c_a = np.minimum(t[1:] - 1, T - L) - np.maximum(0, t[1:] - L + 1) + 1

@@ -13,11 +13,11 @@ import itertools
 import numpy as np
 import pytest
 from scipy import special, stats
+from test_hmm_reference import brute_force, sample_chain
 
 from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.hmm import CategoricalHMM, GaussianHMM
-from test_hmm_reference import brute_force, sample_chain
 
 
 def _np(a):
@@ -146,7 +146,7 @@ def test_gaussian_elbo_against_enumeration_and_monte_carlo(covariance):
     # E_q(x) log p(y, x | theta) per draw
     loglik = _mvn_logpdf(Y[None, :, None, :], mus[:, None], Sig[:, None])  # (n, T, K)
     joint = np.zeros(n)
-    for path, qp in zip(paths, q):
+    for path, qp in zip(paths, q, strict=False):
         joint += qp * (np.log(pis[:, path[0]]) + loglik[:, np.arange(T), path].sum(1)
                        + np.log(As[:, path[:-1], path[1:]]).sum(1))
     log_q = _log_density_gaussian(post, pis, As, mus, Sig, covariance)
@@ -177,7 +177,7 @@ def test_categorical_elbo_against_enumeration_and_monte_carlo():
     As = np.stack([rng.dirichlet(post["A"][k], size=n) for k in range(K)], axis=1)
     Bs = np.stack([rng.dirichlet(post["B"][k], size=n) for k in range(K)], axis=1)
     joint = np.zeros(n)
-    for path, qp in zip(paths, q):
+    for path, qp in zip(paths, q, strict=False):
         joint += qp * (np.log(pis[:, path[0]]) + np.log(Bs[:, path, Y]).sum(1)
                        + np.log(As[:, path[:-1], path[1:]]).sum(1))
 

@@ -5,13 +5,13 @@ differences. Tiny block sizes force many uneven blocks on small problems."""
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from test_kernels_reference import SPEC_NAMES, build, kernel_specs, ref_gram, spec_params, spec_with
 
 import gpnum.kernels._stationary as stationary
 from gpnum import backend as B
 from gpnum.errors import ShapeError, check_finite
 from gpnum.kernels._distance import sqdist_upper_blocks
-from gradcheck import check_grad
-from test_kernels_reference import SPEC_NAMES, build, kernel_specs, ref_gram, spec_params, spec_with
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def _check_low_rank(k, spec, X1, X2, U, V, tag):
     G = U @ V.T
     Xb = X1 if X2 is None else X2
     for pname, value in spec_params(spec).items():
-        check_grad(lambda v: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, Xb)), value,
+        check_grad(lambda v, pname=pname: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, Xb)), value,
                    _np(out["params"][pname]), name=f"{tag} {pname}")
     if spec[0] == "Matern12":
         return  # inputs: not differentiable at the coincident pairs (test_kernels_grad)
@@ -119,11 +119,11 @@ def test_low_rank_vjp_on_every_backend(name, xp, dtype, device, to_xp, small_blo
         assert got.dtype == dtype and B.device_of(got) == device
         if f32:  # against the float64 finite differences, at float32's accuracy
             from gradcheck import numerical_grad, relative_error
-            want = numerical_grad(lambda v: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X, X)),
+            want = numerical_grad(lambda v, pname=pname: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X, X)),
                                   value)
             assert relative_error(_np(got), want) < 1e-3, pname
         else:
-            check_grad(lambda v: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X, X)), value,
+            check_grad(lambda v, pname=pname: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X, X)), value,
                        _np(got), name=f"{name} {pname}")
 
 

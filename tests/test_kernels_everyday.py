@@ -3,11 +3,11 @@ ChangePoints, active_dims) against dense NumPy references and finite differences
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from kernel_refs_everyday import NAMES, SPECS, build, reference
 
 from gpnum import backend as B
 from gpnum import kernels as K
-from gradcheck import check_grad
-from kernel_refs_everyday import NAMES, SPECS, build, reference
 
 
 def _np(v):
@@ -63,7 +63,7 @@ def test_gram_vjp_matches_finite_differences(name, xp, device):
             out = k.gram_vjp(conv(G), conv(X1), conv(X2))
         assert list(out["params"]) == list(params)
         for pname, value in params.items():
-            check_grad(lambda v: np.sum(G * reference(name, X1, X2, _with(name, pname, v))),
+            check_grad(lambda v, pname=pname: np.sum(G * reference(name, X1, X2, _with(name, pname, v))),
                        value, _np(out["params"][pname]), name=f"{name} {pname}")
         check_grad(lambda x: np.sum(G * reference(name, x, X2)), X1, _np(out["X1"]), name="X1")
         check_grad(lambda x: np.sum(G * reference(name, X1, x)), X2, _np(out["X2"]), name="X2")
@@ -71,7 +71,7 @@ def test_gram_vjp_matches_finite_differences(name, xp, device):
     assert same["X2"] is None
     check_grad(lambda x: np.sum(Gs * reference(name, x)), X1, _np(same["X1"]), name="X")
     for pname, value in params.items():
-        check_grad(lambda v: np.sum(Gs * reference(name, X1, None, _with(name, pname, v))),
+        check_grad(lambda v, pname=pname: np.sum(Gs * reference(name, X1, None, _with(name, pname, v))),
                    value, _np(same["params"][pname]), name=f"{name} {pname} (one set)")
 
 
@@ -83,7 +83,7 @@ def test_diag_vjp_matches_finite_differences(name, xp, device):
     out = k.diag_vjp(B.asarray(g, dtype=dtype, xp=xp, device=device),
                      B.asarray(X1, dtype=dtype, xp=xp, device=device))
     for pname, value in SPECS[name][2].items():
-        check_grad(lambda v: np.sum(g * np.diag(reference(name, X1, None,
+        check_grad(lambda v, pname=pname: np.sum(g * np.diag(reference(name, X1, None,
                                                           _with(name, pname, v)))),
                    value, _np(out["params"][pname]), name=f"{name} {pname}")
     check_grad(lambda x: np.sum(g * np.diag(reference(name, x))), X1, _np(out["X"]), name="X")

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-
-from gpnum import backend as B
 from gradcheck import check_grad, numerical_grad, relative_error
 from test_kernels_reference import SPEC_NAMES, build, kernel_specs, ref_gram, spec_params, spec_with
+
+from gpnum import backend as B
 
 
 def _problem(d, seed=0):
@@ -41,7 +41,7 @@ def test_gram_vjp_matches_finite_differences(name, d):
     for pname, value in flat.items():
         grad = _np(out["params"][pname])
         assert grad.shape == value.shape, pname
-        check_grad(lambda v: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, X2)), value,
+        check_grad(lambda v, pname=pname: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, X2)), value,
                    grad, name=f"{name} {pname}")
     # inputs: Matern-1/2 is not differentiable at the coincident pair, where gpnum takes the zero
     # subgradient, i.e. the same gradient as with that pair's cotangent removed.
@@ -53,7 +53,7 @@ def test_gram_vjp_matches_finite_differences(name, d):
     assert same["X2"] is None
     check_grad(lambda x: np.sum(Gs * ref_gram(spec, x, x)), X1, _np(same["X1"]), name="X")
     for pname, value in flat.items():
-        check_grad(lambda v: np.sum(Gs * ref_gram(spec_with(spec, {pname: v}), X1, X1)), value,
+        check_grad(lambda v, pname=pname: np.sum(Gs * ref_gram(spec_with(spec, {pname: v}), X1, X1)), value,
                    _np(same["params"][pname]), name=f"{name} {pname} (same)")
 
 
@@ -66,7 +66,7 @@ def test_diag_vjp_matches_finite_differences(name):
     out = k.diag_vjp(g, X1)
     assert set(out) == {"params", "X"}
     for pname, value in spec_params(spec).items():
-        check_grad(lambda v: np.sum(g * np.diag(ref_gram(spec_with(spec, {pname: v}), X1, X1))),
+        check_grad(lambda v, pname=pname: np.sum(g * np.diag(ref_gram(spec_with(spec, {pname: v}), X1, X1))),
                    value, _np(out["params"][pname]), name=pname)
     gX = _np(out["X"])
     if spec[0] in ("RBF", "Matern12", "Matern32", "Matern52"):
@@ -85,8 +85,8 @@ def test_smooth_kernels_differentiable_at_coincident_points(d):
     for name in ("RBF-ARD", "Matern32-ARD", "Matern52-ARD", "ArcCosine2", "Polynomial3"):
         spec = kernel_specs(d)[name]
         out = build(spec, dtype="float64").gram_vjp(G, X1, X2)
-        check_grad(lambda x: np.sum(G * ref_gram(spec, x, X2)), X1, _np(out["X1"]), name=name)
-        check_grad(lambda x: np.sum(G * ref_gram(spec, X1, x)), X2, _np(out["X2"]), name=name)
+        check_grad(lambda x, spec=spec: np.sum(G * ref_gram(spec, x, X2)), X1, _np(out["X1"]), name=name)
+        check_grad(lambda x, spec=spec: np.sum(G * ref_gram(spec, X1, x)), X2, _np(out["X2"]), name=name)
 
 
 @pytest.mark.parametrize("d", [2, 6])
@@ -102,7 +102,7 @@ def test_matern12_zero_subgradient_at_duplicates(d):
     assert np.all(np.isfinite(_np(out["X1"])))
     check_grad(lambda x: np.sum(Gfd * ref_gram(spec, x, x)), X, _np(out["X1"]))
     for pname, value in spec_params(spec).items():  # hyper-parameters: exact, duplicates or not
-        check_grad(lambda v: np.sum(Gs * ref_gram(spec_with(spec, {pname: v}), X, X)), value,
+        check_grad(lambda v, pname=pname: np.sum(Gs * ref_gram(spec_with(spec, {pname: v}), X, X)), value,
                    _np(out["params"][pname]), name=pname)
 
 
@@ -128,9 +128,9 @@ def test_gradients_on_every_backend(name, xp, dtype, device, to_xp):
              (same["X1"], numerical_grad(lambda x: np.sum(Gs * ref_gram(spec, x, x)), X1))]
     for pname, value in spec_params(spec).items():
         pairs.append((out["params"][pname], numerical_grad(
-            lambda v: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, X2)), value)))
+            lambda v, pname=pname: np.sum(G * ref_gram(spec_with(spec, {pname: v}), X1, X2)), value)))
         pairs.append((dg["params"][pname], numerical_grad(
-            lambda v: np.sum(g * np.diag(ref_gram(spec_with(spec, {pname: v}), X1, X1))), value)))
+            lambda v, pname=pname: np.sum(g * np.diag(ref_gram(spec_with(spec, {pname: v}), X1, X1))), value)))
     for got, want in pairs:
         assert tuple(got.shape) == want.shape
         assert relative_error(_np(got), want) < rtol
@@ -148,7 +148,7 @@ def test_gram_and_vjp_matches_reference_and_finite_differences(name):
                                    rtol=1e-12, atol=1e-14)
         out = vjp(cot)
         for pname, value in spec_params(spec).items():
-            check_grad(lambda v: np.sum(cot * ref_gram(spec_with(spec, {pname: v}), X1,
+            check_grad(lambda v, cot=cot, pname=pname, x2=x2: np.sum(cot * ref_gram(spec_with(spec, {pname: v}), X1,
                                                        X1 if x2 is None else x2)),
                        value, _np(out["params"][pname]), name=f"{name} {pname}")
         ref = k.gram_vjp(cot, X1, x2)  # same numbers as the separate backward pass

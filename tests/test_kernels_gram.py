@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from test_kernels_reference import SPEC_NAMES, build, kernel_specs, ref_gram
 
 from gpnum import backend as B
 from gpnum.kernels._distance import sqdist
-from test_kernels_reference import SPEC_NAMES, build, kernel_specs, ref_gram
 
 
 def _inputs(d, seed=0):

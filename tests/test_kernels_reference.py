@@ -46,10 +46,10 @@ def ref_arccos(X1, X2, depth, weight_variance, bias_variance):
     K = b[0] + w[0] * np.einsum("id,jd->ij", X1, X2) / d
     k1 = b[0] + w[0] * np.sum(X1 ** 2, axis=1) / d
     k2 = b[0] + w[0] * np.sum(X2 ** 2, axis=1) / d
-    for l in range(1, depth + 1):
-        K = b[l] + w[l] * relu_expectation(k1[:, None], k2[None, :], K)
-        k1 = b[l] + w[l] * relu_expectation(k1, k1, k1)
-        k2 = b[l] + w[l] * relu_expectation(k2, k2, k2)
+    for layer in range(1, depth + 1):
+        K = b[layer] + w[layer] * relu_expectation(k1[:, None], k2[None, :], K)
+        k1 = b[layer] + w[layer] * relu_expectation(k1, k1, k1)
+        k2 = b[layer] + w[layer] * relu_expectation(k2, k2, k2)
     return K
 
 
@@ -91,11 +91,11 @@ def test_arccos_reference_matches_wide_network():
     for t in range(draws):
         h = X @ rng.normal(scale=np.sqrt(w[0] / 4), size=(4, width)) + \
             rng.normal(scale=np.sqrt(b[0]), size=width)
-        for l in (1, 2):
-            out_width = 1 if l == 2 else width
-            h = np.maximum(h, 0.0) @ rng.normal(scale=np.sqrt(w[l] / width),
+        for layer in (1, 2):
+            out_width = 1 if layer == 2 else width
+            h = np.maximum(h, 0.0) @ rng.normal(scale=np.sqrt(w[layer] / width),
                                                 size=(width, out_width)) + \
-                rng.normal(scale=np.sqrt(b[l]), size=out_width)
+                rng.normal(scale=np.sqrt(b[layer]), size=out_width)
         outs[t] = h[:, 0]
     emp = outs.T @ outs / draws
     ref = ref_arccos(X, X, 2, w, b)

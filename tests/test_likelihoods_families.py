@@ -15,11 +15,22 @@ import pytest
 import scipy.integrate as si
 import scipy.special as sp
 import scipy.stats as st
+from gradcheck import check_grad
 
 from gpnum import backend as B
-from gpnum.likelihoods import (Bernoulli, Beta, Exponential, Gamma, HeteroscedasticGaussian,
-                               Laplace, NegativeBinomial, Ordinal, Poisson, Softmax, from_name)
-from gradcheck import check_grad
+from gpnum.likelihoods import (
+    Bernoulli,
+    Beta,
+    Exponential,
+    Gamma,
+    HeteroscedasticGaussian,
+    Laplace,
+    NegativeBinomial,
+    Ordinal,
+    Poisson,
+    Softmax,
+    from_name,
+)
 
 F64 = dict(xp=np, dtype=np.float64)
 
@@ -95,7 +106,7 @@ def test_against_monte_carlo(case):
         logp = ref(np.full(draws, y[i]), mu[i] + s * eps)
         checks = [(ve[i], logp, "ve")]
         e = eps if mu.ndim == 1 else eps.T
-        for j, (ej, sj) in enumerate(zip(np.atleast_2d(e), np.atleast_1d(s))):
+        for j, (ej, sj) in enumerate(zip(np.atleast_2d(e), np.atleast_1d(s), strict=False)):
             gm = np.atleast_1d(g["mu"][i])[j]
             gv = np.atleast_1d(g["var"][i])[j]
             checks.append((gm, logp * ej / sj, f"d/dmu[{j}]"))
@@ -149,7 +160,7 @@ def test_poisson_closed_form_is_exact():
     var = np.array([0.05, 1.0, 0.4, 2.0])
     ve = Poisson(**F64).variational_expectations(y, mu, var)
     for i in range(4):
-        want = _expect(lambda f: st.poisson.logpmf(y[i], np.exp(f)), mu[i], var[i])
+        want = _expect(lambda f, i=i: st.poisson.logpmf(y[i], np.exp(f)), mu[i], var[i])
         assert abs(ve[i] - want) <= 1e-11 * max(1.0, abs(want)), (i, ve[i], want)
 
 
@@ -159,9 +170,9 @@ def test_laplace_closed_forms_against_quadrature():
     ve = lik.variational_expectations(y, mu, var)
     pld = lik.predictive_log_density(y, mu, var)
     for i in range(3):
-        lp = lambda f: st.laplace.logpdf(y[i], f, 0.4)  # noqa: E731
+        lp = lambda f, i=i: st.laplace.logpdf(y[i], f, 0.4)  # noqa: E731
         np.testing.assert_allclose(ve[i], _expect(lp, mu[i], var[i]), rtol=1e-9)
-        np.testing.assert_allclose(pld[i], np.log(_expect(lambda f: np.exp(lp(f)), mu[i],
+        np.testing.assert_allclose(pld[i], np.log(_expect(lambda f, lp=lp: np.exp(lp(f)), mu[i],
                                                           var[i])), rtol=1e-9)
 
 
@@ -243,7 +254,7 @@ def test_heteroscedastic_predictive_against_quadrature():
     mu, var = np.array([[0.0, -1.0], [-0.5, 0.5]]), np.array([[0.2, 0.3], [0.5, 0.1]])
     pld = lik.predictive_log_density(y, mu, var)
     for i in range(2):
-        want = _expect(lambda g: st.norm.pdf(y[i], mu[i, 0], np.sqrt(var[i, 0] + np.exp(g))),
+        want = _expect(lambda g, i=i: st.norm.pdf(y[i], mu[i, 0], np.sqrt(var[i, 0] + np.exp(g))),
                        mu[i, 1], var[i, 1])
         np.testing.assert_allclose(pld[i], np.log(want), rtol=1e-10)
 
@@ -360,7 +371,7 @@ def test_checkpoint_round_trip(case, tmp_path):
     assert repr(loaded.likelihood) == repr(model.likelihood)
     for k, v in model.parameters().items():
         np.testing.assert_array_equal(loaded.parameters()[k], v, err_msg=k)
-    for a, b in zip(before, loaded.predict_y(Xs)):
+    for a, b in zip(before, loaded.predict_y(Xs), strict=False):
         np.testing.assert_array_equal(a, b)
 
 

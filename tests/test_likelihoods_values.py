@@ -75,29 +75,29 @@ SINGLE = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def single_reference(name):
     make, kind, logpdf_of, params = SINGLE[name]
     y, mu, var = _data(kind)
     logpdf = logpdf_of(params)
     ref = {"ve": [], "mu": [], "var": [], "pld": []}
-    for yi, mi, vi in zip(y, mu, var):
-        ve, gm, gv = _stein(lambda f: logpdf(yi, f), mi, vi, points=(yi,))
+    for yi, mi, vi in zip(y, mu, var, strict=False):
+        ve, gm, gv = _stein(lambda f, yi=yi: logpdf(yi, f), mi, vi, points=(yi,))
         ref["ve"].append(ve), ref["mu"].append(gm), ref["var"].append(gv)
-        ref["pld"].append(math.log(expect(lambda f: np.exp(logpdf(yi, f)), mi, vi, (yi,))))
+        ref["pld"].append(math.log(expect(lambda f, yi=yi: np.exp(logpdf(yi, f)), mi, vi, (yi,))))
     ref = {k: np.array(v) for k, v in ref.items()}
     ref["params"] = {}
     for pname, value in params.items():
         h = 1e-5 * value
 
-        def total(v):
+        def total(v, pname=pname):
             lp = logpdf_of({**params, pname: v})
-            return sum(expect(lambda f: lp(yi, f), mi, vi, (yi,)) for yi, mi, vi in zip(y, mu, var))
+            return sum(expect(lambda f, yi=yi: lp(yi, f), mi, vi, (yi,)) for yi, mi, vi in zip(y, mu, var, strict=False))
 
         ref["params"][pname] = (total(value + h) - total(value - h)) / (2 * h)
     if kind == "binary":
         ref["p1"] = np.array([expect(lambda f: np.exp(logpdf(1.0, f)), mi, vi)
-                              for mi, vi in zip(mu, var)])
+                              for mi, vi in zip(mu, var, strict=False)])
     return (y, mu, var), ref
 
 
@@ -166,8 +166,8 @@ def test_bernoulli_confident_predictions_keep_relative_accuracy():
     assert v[2] > 0.0  # p (1 - p) does not round to zero when p rounds to one
     # logit: E[sigmoid(f)] and E[sigmoid(-f)] by quad, both tails at full relative accuracy
     p, v = Bernoulli("logit", 60).predict_mean_and_var(mu, var)
-    ref1 = np.array([expect(sp.expit, m, s) for m, s in zip(mu, var)])
-    ref0 = np.array([expect(lambda f: sp.expit(-f), m, s) for m, s in zip(mu, var)])
+    ref1 = np.array([expect(sp.expit, m, s) for m, s in zip(mu, var, strict=False)])
+    ref0 = np.array([expect(lambda f: sp.expit(-f), m, s) for m, s in zip(mu, var, strict=False)])
     np.testing.assert_allclose(p, ref1, rtol=1e-9)
     np.testing.assert_allclose(v, ref1 * ref0, rtol=1e-9)
     pld = Bernoulli("probit").predictive_log_density(np.array([0.0, 1.0, 0.0]), mu, var)
@@ -198,7 +198,7 @@ def test_default_node_count_errors_as_documented():
     lp = _student_logpdf(4.0, 0.5)
     lik = StudentT(4.0, 0.5)
     for var, bound in [(0.3, 5e-6), (1.0, 5e-4)]:
-        ref = [expect(lambda f: lp(yi, f), mi, var, (yi,)) for yi, mi in zip(y, mu)]
+        ref = [expect(lambda f, yi=yi: lp(yi, f), mi, var, (yi,)) for yi, mi in zip(y, mu, strict=False)]
         err = _rel(lik.variational_expectations(y, mu, np.full(n, var)), ref)
         assert err.max() < bound, (var, err.max())
         assert err.max() > bound / 1000  # the statement is about this rule, not a loose bound
@@ -206,7 +206,7 @@ def test_default_node_count_errors_as_documented():
     mub = rng.uniform(-3, 3, n)
     for link, logp in [("probit", lambda s, f: sp.log_ndtr(s * f)),
                        ("logit", lambda s, f: -np.logaddexp(0.0, -s * f))]:
-        ref = [expect(lambda f: logp(2 * yi - 1, f), mi, 1.0) for yi, mi in zip(yb, mub)]
+        ref = [expect(lambda f, logp=logp, yi=yi: logp(2 * yi - 1, f), mi, 1.0) for yi, mi in zip(yb, mub, strict=False)]
         err = _rel(Bernoulli(link).variational_expectations(yb, mub, np.ones(n)), ref)
         assert err.max() < 1e-8, (link, err.max())
 
@@ -220,7 +220,7 @@ def _prob_largest(c, mu, var):
                                     axis=0), mu[c], var[c])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def robust_max_reference():
     rng = np.random.default_rng(5)
     n, C, eps = 5, 3, 0.01

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gpnum.backend import asarray, device_of, get_namespace
 from gradcheck import check_grad
 from kernel_refs_everyday import rbf_reference
+
+from gpnum.backend import asarray, device_of, get_namespace
 
 
 @pytest.fixture(autouse=True)

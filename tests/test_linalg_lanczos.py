@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from test_linalg_cases import (  # noqa: F401
+    RBFKernel,
+    cast_reference,
+    kernel_problem,
+    rbf_numpy,
+    torch_single_thread,
+)
 
 from gpnum.backend import to_numpy
 from gpnum.errors import NotPSDError, ShapeError
-from gpnum.linalg import (AddedDiag, Dense, Diagonal, KernelMatrix, LowRank, eigen_bounds,
-                          lanczos, pivoted_cholesky, pivoted_cholesky_preconditioner,
-                          slq_logdet, slq_logdet_and_grad)
-from gradcheck import check_grad
-from test_linalg_cases import (RBFKernel, cast_reference, kernel_problem, rbf_numpy,  # noqa: F401
-                               torch_single_thread)
+from gpnum.linalg import (
+    AddedDiag,
+    Dense,
+    Diagonal,
+    KernelMatrix,
+    LowRank,
+    eigen_bounds,
+    lanczos,
+    pivoted_cholesky,
+    pivoted_cholesky_preconditioner,
+    slq_logdet,
+    slq_logdet_and_grad,
+)
 
 N = 40
 

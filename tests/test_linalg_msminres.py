@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_linalg_cases import RBFKernel, cast_reference, kernel_problem, torch_single_thread  # noqa: F401
 
 from gpnum.backend import asarray, to_numpy
 from gpnum.errors import ConvergenceWarning, ShapeError
 from gpnum.linalg import AddedDiag, KernelMatrix, Workspace, msminres
-from test_linalg_cases import (RBFKernel, cast_reference, kernel_problem,  # noqa: F401
-                               torch_single_thread)
 
 N = 32
 

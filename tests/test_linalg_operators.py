@@ -12,13 +12,24 @@ import warnings
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from test_linalg_cases import RBFKernel, rbf_numpy, torch_single_thread  # noqa: F401
 
 from gpnum.backend import asarray, get_namespace, to_numpy
 from gpnum.errors import ShapeError
-from gpnum.linalg import (AddedDiag, Dense, Diagonal, KernelMatrix, LinearOperator, LowRank,
-                          Scaled, Sum, Transposed, WoodburyInverse, aslinearoperator)
-from gradcheck import check_grad
-from test_linalg_cases import RBFKernel, rbf_numpy, torch_single_thread  # noqa: F401
+from gpnum.linalg import (
+    AddedDiag,
+    Dense,
+    Diagonal,
+    KernelMatrix,
+    LinearOperator,
+    LowRank,
+    Scaled,
+    Sum,
+    Transposed,
+    WoodburyInverse,
+    aslinearoperator,
+)
 
 N, M_COLS = 6, 4
 

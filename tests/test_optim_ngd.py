@@ -205,7 +205,7 @@ def test_gamma_validation_and_warmup():
     used = [ngd.step(model, X, y) for _ in range(6)]
     np.testing.assert_allclose(used[0], 0.01)
     np.testing.assert_allclose(used[-1], 0.5)
-    assert all(a <= b for a, b in zip(used, used[1:]))
+    assert all(a <= b for a, b in zip(used, used[1:], strict=False))
 
 
 def test_clipped_curvature_keeps_student_t_steps_positive_definite():

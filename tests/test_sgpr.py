@@ -4,6 +4,8 @@ gradients (inducing points included) against finite differences, and bad input."
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from kernel_refs_everyday import rbf_reference
 from scipy.stats import norm
 
 import gpnum
@@ -11,8 +13,6 @@ from gpnum import backend as B
 from gpnum.kernels import RBF, Matern52
 from gpnum.likelihoods import Gaussian, StudentT
 from gpnum.models import GPR, SGPR
-from gradcheck import check_grad
-from kernel_refs_everyday import rbf_reference
 
 # ---------------------------------------------------------------- independent NumPy reference
 
@@ -148,7 +148,7 @@ def test_z_equal_x_is_the_exact_gp():
     np.testing.assert_allclose(float(sgpr.elbo()), ref, rtol=1e-6)
     np.testing.assert_allclose(float(sgpr.elbo()), float(gpr.log_marginal_likelihood()),
                                rtol=1e-6)
-    for a, b in zip(sgpr.predict_f(Xs, full_cov=True), gpr.predict_f(Xs, full_cov=True)):
+    for a, b in zip(sgpr.predict_f(Xs, full_cov=True), gpr.predict_f(Xs, full_cov=True), strict=False):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
@@ -387,7 +387,10 @@ def test_fit_lbfgs_with_fixed_inducing_points():
     assert after > before
     np.testing.assert_array_equal(host(model.inducing_points), Z0)
     params = {k: host(v) for k, v in model.parameters().items()}
-    kfun = lambda A, C: rbf_np(A, C, params["kernel.lengthscale"], params["kernel.variance"])
+
+    def kfun(A, C):
+        return rbf_np(A, C, params["kernel.lengthscale"], params["kernel.variance"])
+
     ref = titsias_dense(kfun, X, y, Z0, params["likelihood.variance"], params["mean"])
     assert abs(after - ref) <= 1e-9 * abs(ref)
 
@@ -403,7 +406,7 @@ def test_checkpoint_round_trip(tmp_path, xp, device):
     np.testing.assert_array_equal(host(loaded.inducing_points), host(model.inducing_points))
     assert float(host(loaded.elbo())) == float(host(model.elbo()))
     Xb = B.asarray(Xs, dtype=xp.float64, xp=xp, device=device)
-    for a, b in zip(loaded.predict_f(Xb), model.predict_f(Xb)):
+    for a, b in zip(loaded.predict_f(Xb), model.predict_f(Xb), strict=False):
         np.testing.assert_array_equal(host(a), host(b))
 
 

@@ -23,14 +23,14 @@ def test_batches_are_rows_of_the_files_and_reproducible(tmp_path):
     stream = NpyBatches(tmp_path / "X.npy", tmp_path / "y.npy", 64, seed=3)
     assert (stream.num_rows, stream.num_features, stream.steps_per_epoch) == (500, 3, 7)
     seen = []
-    for rows, (Xb, yb) in zip(stream.rows(0), stream(0)):
+    for rows, (Xb, yb) in zip(stream.rows(0), stream(0), strict=False):
         assert rows.shape == (64,) and np.all(np.diff(rows) > 0)  # sorted, no repeats
         np.testing.assert_array_equal(Xb, X[rows])
         np.testing.assert_array_equal(yb, y[rows])
         seen.append(rows)
     assert len(seen) == 7
     again = list(NpyBatches(tmp_path / "X.npy", tmp_path / "y.npy", 64, seed=3).rows(0))
-    assert all(np.array_equal(a, b) for a, b in zip(seen, again))
+    assert all(np.array_equal(a, b) for a, b in zip(seen, again, strict=False))
     assert not np.array_equal(seen[0], next(stream.rows(1)))  # a new draw each epoch
     # drawn from the whole set: over many batches every region of the file is read
     rows = np.concatenate(list(NpyBatches(tmp_path / "X.npy", tmp_path / "y.npy", 64,

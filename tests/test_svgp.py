@@ -3,6 +3,7 @@ differences, the exact-GP limit, predictions, bad input."""
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 from scipy.special import roots_hermite
 from scipy.stats import norm
 
@@ -10,7 +11,6 @@ import gpnum
 from gpnum import backend as B
 from gpnum.kernels import Matern52
 from gpnum.likelihoods import Bernoulli, Gaussian, StudentT
-from gradcheck import check_grad
 
 # ---------------------------------------------------------------- independent NumPy reference
 

@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 
 import gpnum
 from gpnum import backend as B
@@ -17,7 +18,6 @@ from gpnum.errors import ShapeError
 from gpnum.kernels import Matern52
 from gpnum.likelihoods import HeteroscedasticGaussian, Softmax
 from gpnum.optim import NaturalGradient
-from gradcheck import check_grad
 
 LS, KVAR, C, JITTER, N = np.array([0.7, 0.9]), 1.3, 0.2, 1e-6, 40
 TIGHT_CIQ = {"num_quad": 40, "rtol": 1e-12, "maxiter": 300}
@@ -44,13 +44,13 @@ def dense_marginals(Zs, X, q_mu, q_sqrt, whitening="cholesky", c=C):
     """Per latent, unwhitened: q(u_l) = N(W_l m'_l, W_l S'_l W_l^T) against p(u_l) = N(0, K_l);
     returns mu, var (b, L) of q(f(X)) and the summed full-covariance KL."""
     mus, vs, kl = [], [], 0.0
-    for l in range(Zs.shape[0]):
-        Z = Zs[l]
+    for lat in range(Zs.shape[0]):
+        Z = Zs[lat]
         m = Z.shape[0]
         Kzz = matern52(Z, Z, LS, KVAR) + JITTER * np.eye(m)
         W = root(Kzz, whitening)
-        mu_u = W @ q_mu[l]
-        S_u = W @ q_sqrt[l] @ q_sqrt[l].T @ W.T
+        mu_u = W @ q_mu[lat]
+        S_u = W @ q_sqrt[lat] @ q_sqrt[lat].T @ W.T
         Kxz = matern52(X, Z, LS, KVAR)
         Kinv = np.linalg.inv(Kzz)
         P = Kxz @ Kinv
@@ -131,16 +131,16 @@ def test_equal_sets_match_the_shared_model(xp, dtype, device, whitening):
         assert rel(g0[k], got) <= tol, k
     for full_cov in (False, True):
         for a, b in zip(shared.predict_f(Xb, full_cov=full_cov),
-                        separate.predict_f(Xb, full_cov=full_cov)):
+                        separate.predict_f(Xb, full_cov=full_cov), strict=False):
             assert rel(a, b) <= tol
-    for a, b in zip(shared.predict_y(Xb), separate.predict_y(Xb)):
+    for a, b in zip(shared.predict_y(Xb), separate.predict_y(Xb), strict=False):
         assert rel(a, b) <= tol
     assert rel(shared.log_predictive_density(Xb, yb),
                separate.log_predictive_density(Xb, yb)) <= tol
     assert rel(shared.sample_f(Xb, 3, seed=4), separate.sample_f(Xb, 3, seed=4)) <= tol
     shared.to_natural()
     separate.to_natural()
-    for a, b in zip(shared.predict_f(Xb), separate.predict_f(Xb)):
+    for a, b in zip(shared.predict_f(Xb), separate.predict_f(Xb), strict=False):
         assert rel(a, b) <= (1e-8 if dtype == xp.float64 else 1e-3)
 
 
@@ -181,13 +181,13 @@ def test_dense_reference_tight_and_full_covariance():
         ref = dense_elbo(Zs, X, y, q_mu, q_sqrt, whitening)
         assert abs(float(model.elbo(X, y)) - ref) <= 1e-9 * abs(ref), whitening
         _, cov = model.predict_f(X, full_cov=True)
-        for l in range(2):
-            Kzz = matern52(Zs[l], Zs[l], LS, KVAR) + JITTER * np.eye(5)
+        for lat in range(2):
+            Kzz = matern52(Zs[lat], Zs[lat], LS, KVAR) + JITTER * np.eye(5)
             W = root(Kzz, whitening)
-            A = np.linalg.solve(W, matern52(Zs[l], X, LS, KVAR))
-            S = q_sqrt[l] @ q_sqrt[l].T
+            A = np.linalg.solve(W, matern52(Zs[lat], X, LS, KVAR))
+            S = q_sqrt[lat] @ q_sqrt[lat].T
             want = matern52(X, X, LS, KVAR) - A.T @ A + A.T @ S @ A
-            np.testing.assert_allclose(cov[l], want, rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(cov[lat], want, rtol=1e-8, atol=1e-10)
 
 
 def test_pathwise_samples_have_the_dense_posterior_moments():
@@ -198,11 +198,11 @@ def test_pathwise_samples_have_the_dense_posterior_moments():
     assert s.shape == (20000, 3, 2)
     mu_ref, _, _ = dense_marginals(Zs, X, q_mu, q_sqrt)
     _, cov = model.predict_f(X, full_cov=True)
-    for l in range(2):
-        d = s[:, :, l]
-        se = np.sqrt(np.diag(cov[l]) / 20000)
-        assert np.all(np.abs(d.mean(0) - mu_ref[:, l]) <= 5 * se)
-        np.testing.assert_allclose(np.cov(d.T), cov[l], atol=0.05 * np.max(np.diag(cov[l])))
+    for lat in range(2):
+        d = s[:, :, lat]
+        se = np.sqrt(np.diag(cov[lat]) / 20000)
+        assert np.all(np.abs(d.mean(0) - mu_ref[:, lat]) <= 5 * se)
+        np.testing.assert_allclose(np.cov(d.T), cov[lat], atol=0.05 * np.max(np.diag(cov[lat])))
 
 
 # ---------------------------------------------------------------- (3) finite differences
@@ -272,9 +272,9 @@ def test_one_ngd_step_reaches_the_conjugate_optimum(xp, device, method):
     lik = HeteroscedasticGaussian(xp=xp, dtype=dtype, device=device)
     model = build(lik, Zs, q_mu, q_sqrt, num_data=12, xp=xp, dtype=dtype, device=device)
     mu, var, _ = dense_marginals(Zs, X, q_mu, q_sqrt)
-    A = [np.linalg.solve(np.linalg.cholesky(matern52(Zs[l], Zs[l], LS, KVAR) + JITTER
-                                            * np.eye(5)), matern52(Zs[l], X, LS, KVAR))
-         for l in range(2)]
+    A = [np.linalg.solve(np.linalg.cholesky(matern52(Zs[lat], Zs[lat], LS, KVAR) + JITTER
+                                            * np.eye(5)), matern52(Zs[lat], X, LS, KVAR))
+         for lat in range(2)]
     E = np.exp(-mu[:, 1] + 0.5 * var[:, 1])
     P_f = np.eye(5) + (A[0] * E) @ A[0].T
     m_f = np.linalg.solve(P_f, A[0] @ (E * (y - C)))
@@ -291,7 +291,7 @@ def test_one_ngd_step_reaches_the_conjugate_optimum(xp, device, method):
     if method == "dense":
         mus, Rs = (B.to_numpy(a) for a in model.q_cholesky())
         precisions = [np.linalg.inv(R @ R.T) for R in Rs]
-        theta1 = [precisions[l] @ mus[l] for l in range(2)]
+        theta1 = [precisions[lat] @ mus[lat] for lat in range(2)]
     else:
         theta1, precisions = (B.to_numpy(a) for a in model.q_natural())
     np.testing.assert_allclose(precisions[0], P_f, rtol=tol, atol=tol)
@@ -312,13 +312,13 @@ def test_natural_statistics_of_row_chunks_add_up_to_the_batch():
     parts = [natural_statistics(model.data_term_and_grad(X[r], y[r], scale=1.0),
                                 clip_curvature=True) for r in (slice(0, 4), slice(4, 10))]
     d = model.data_term_and_grad(X, y, scale=1.0)
-    for l in range(2):
-        A_l = np.linalg.solve(np.linalg.cholesky(matern52(Zs[l], Zs[l], LS, KVAR)
+    for lat in range(2):
+        A_l = np.linalg.solve(np.linalg.cholesky(matern52(Zs[lat], Zs[lat], LS, KVAR)
                                                  + JITTER * np.eye(5)),
-                              matern52(Zs[l], X, LS, KVAR))
-        gv = np.minimum(d["g_var"][:, l], 0.0)
-        np.testing.assert_allclose(whole["AGA"][l], (A_l * gv) @ A_l.T, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(whole["Ag_mu"][l], A_l @ d["g_mu"][:, l], rtol=1e-10)
+                              matern52(Zs[lat], X, LS, KVAR))
+        gv = np.minimum(d["g_var"][:, lat], 0.0)
+        np.testing.assert_allclose(whole["AGA"][lat], (A_l * gv) @ A_l.T, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(whole["Ag_mu"][lat], A_l @ d["g_mu"][:, lat], rtol=1e-10)
     for k in ("AGA", "Ag_mu"):
         np.testing.assert_allclose(parts[0][k] + parts[1][k], whole[k], rtol=1e-10, atol=1e-12)
 
@@ -349,18 +349,18 @@ def test_ciq_whitening_agrees_with_cholesky_whitening():
     q_mu = 0.3 * rng.standard_normal((L, m))
     q_sqrt = np.tril(0.05 * rng.standard_normal((L, m, m))) + 0.6 * np.eye(m)
     mu_c, R_c = [], []
-    for l in range(L):
-        K = matern52(Zs[l], Zs[l], LS, KVAR) + JITTER * np.eye(m)
+    for lat in range(L):
+        K = matern52(Zs[lat], Zs[lat], LS, KVAR) + JITTER * np.eye(m)
         Q = np.linalg.solve(sym_sqrt(K), np.linalg.cholesky(K))
-        mu_c.append(Q @ q_mu[l])
-        R_c.append(np.linalg.cholesky(Q @ q_sqrt[l] @ q_sqrt[l].T @ Q.T))
+        mu_c.append(Q @ q_mu[lat])
+        R_c.append(np.linalg.cholesky(Q @ q_sqrt[lat] @ q_sqrt[lat].T @ Q.T))
     chol = build(HeteroscedasticGaussian(), Zs, q_mu, q_sqrt, "cholesky")
     for rtol, tol in ((1e-4, 1e-3), (1e-10, 1e-7)):
         ciq = build(HeteroscedasticGaussian(), Zs, np.stack(mu_c), np.stack(R_c), "ciq",
                     ciq={"rtol": rtol, "num_quad": 30, "maxiter": 500})
         e0, e1 = float(chol.elbo(X, y)), float(ciq.elbo(X, y))
         assert abs(e0 - e1) <= tol * abs(e0), (rtol, e0, e1)
-        for a, c in zip(chol.predict_f(X), ciq.predict_f(X)):
+        for a, c in zip(chol.predict_f(X), ciq.predict_f(X), strict=False):
             assert rel(a, c) <= tol
 
 
@@ -382,7 +382,7 @@ def test_checkpoint_round_trip(tmp_path, xp, dtype, device, form):
     assert loaded.inducing_points.shape == (2, 5, 2) and loaded.dtype == dtype
     for k, v in model.parameters().items():
         np.testing.assert_array_equal(B.to_numpy(loaded.parameters()[k]), B.to_numpy(v))
-    for a, c in zip(before, loaded.predict_f(Xb)):
+    for a, c in zip(before, loaded.predict_f(Xb), strict=False):
         np.testing.assert_array_equal(B.to_numpy(a), B.to_numpy(c))
     again = gpnum.SVGP.from_config(model.kernel, model.likelihood, model.parameters(),
                                    json.loads(json.dumps(model.config())), model.data())
@@ -419,8 +419,8 @@ def test_build_model_places_one_kmeans_copy_per_latent():
     sep = gpnum.models.build_model(X, likelihood="heteroscedastic-gaussian", num_inducing=6,
                                    separate_inducing=True)
     assert sep.separate_inducing and sep.inducing_points.shape == (2, 6, 2)
-    for l in range(2):
-        np.testing.assert_array_equal(sep.inducing_points[l], shared.inducing_points)
+    for lat in range(2):
+        np.testing.assert_array_equal(sep.inducing_points[lat], shared.inducing_points)
 
 
 def test_fit_command_trains_and_saves_a_separate_inducing_model(tmp_path):

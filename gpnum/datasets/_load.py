@@ -8,8 +8,7 @@ import numpy as np
 
 from gpnum.datasets._csv import read_table
 from gpnum.datasets._dataset import Dataset, build_dataset, check_mask
-from gpnum.datasets._registry import (BUNDLED, read_bundled, read_bundled_mask,
-                                      unknown_name_error)
+from gpnum.datasets._registry import BUNDLED, read_bundled, read_bundled_mask, unknown_name_error
 
 __all__ = ["load", "load_csv"]
 

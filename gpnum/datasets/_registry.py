@@ -148,7 +148,7 @@ def _freeze(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def read_bundled(name: str):
     """Parse bundled data set ``name`` once: ``(data (n, d + 1) float64, column names)``."""
     if name in DERIVED:
@@ -162,7 +162,7 @@ def read_bundled(name: str):
     return _freeze(data), names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def read_bundled_mask(name: str):
     """Parse the fixed test masks of ``name`` once: ``(n, n_masks)`` float64 of 0/1, or ``None``."""
     if BUNDLED[name][0].n_masks == 0:

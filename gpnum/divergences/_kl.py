@@ -15,7 +15,8 @@ from __future__ import annotations
 from array_api_compat import is_numpy_namespace
 
 from gpnum.backend import solve_triangular
-from gpnum.divergences._checks import check_mean, mvn_args, namespace_of, validate as _validate
+from gpnum.divergences._checks import check_mean, mvn_args, namespace_of
+from gpnum.divergences._checks import validate as _validate
 from gpnum.divergences._matrix import eye_like, gradient_entry, inv_sandwich
 from gpnum.errors import ShapeError, describe_shape
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import default_dtype, device_of, get_namespace, is_array, namespace, to_numpy
-from gpnum.divergences._checks import check_alpha, check_same_shape, namespace_of, validate as _validate
+from gpnum.divergences._checks import check_alpha, check_same_shape, namespace_of
+from gpnum.divergences._checks import validate as _validate
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = [

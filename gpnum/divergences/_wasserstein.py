@@ -15,8 +15,14 @@ entering only at second order because ``R`` minimises ``|Lq - Lp R|_F`` over ort
 
 from __future__ import annotations
 
-from gpnum.divergences._checks import (check_mean, check_same_shape, covariance_arg, mvn_args,
-                                       namespace_of, validate as _validate)
+from gpnum.divergences._checks import (
+    check_mean,
+    check_same_shape,
+    covariance_arg,
+    mvn_args,
+    namespace_of,
+)
+from gpnum.divergences._checks import validate as _validate
 from gpnum.divergences._matrix import eye_like, gradient_entry
 
 __all__ = ["wasserstein_mvn", "wasserstein_mvn_and_grad", "wasserstein_gwi",

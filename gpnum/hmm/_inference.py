@@ -90,7 +90,7 @@ def _check_inputs(log_pi, log_A, log_lik, transition_weights=None):
         raise ShapeError(f"log_pi: expected shape (..., {K}), got {describe_shape(log_pi.shape)}")
     batch, pi_batch = log_lik.shape[:-2], log_pi.shape[:-1]
     if len(pi_batch) > len(batch) or any(
-            p != 1 and p != b for p, b in zip(pi_batch[::-1], batch[::-1])):
+            p != 1 and p != b for p, b in zip(pi_batch[::-1], batch[::-1], strict=False)):
         raise ShapeError("log_pi: expected a shape that broadcasts to "
                          f"{describe_shape(batch + (K,))}, got {describe_shape(log_pi.shape)}")
     for name, a in (("log_pi", log_pi), ("log_A", log_A), ("log_lik", log_lik)):

@@ -64,23 +64,23 @@ def associative_scan(xp, combine, elems, axes):
     n = elems[0].shape[axes[0]]
     if n < 2:
         return elems
-    left = tuple(_range(e, ax, 0, n - 1, 2) for e, ax in zip(elems, axes))
-    right = tuple(_range(e, ax, 1, n, 2) for e, ax in zip(elems, axes))
+    left = tuple(_range(e, ax, 0, n - 1, 2) for e, ax in zip(elems, axes, strict=False))
+    right = tuple(_range(e, ax, 1, n, 2) for e, ax in zip(elems, axes, strict=False))
     odd = associative_scan(xp, combine, combine(left, right), axes)  # prefixes at 1, 3, 5, ...
     num_even_rest = (n + 1) // 2 - 1  # even positions 2, 4, ... below n
-    first = tuple(_range(e, ax, 0, 1) for e, ax in zip(elems, axes))
+    first = tuple(_range(e, ax, 0, 1) for e, ax in zip(elems, axes, strict=False))
     if num_even_rest > 0:
-        prev = tuple(_range(o, ax, 0, num_even_rest) for o, ax in zip(odd, axes))
-        here = tuple(_range(e, ax, 2, 2 * num_even_rest + 1, 2) for e, ax in zip(elems, axes))
+        prev = tuple(_range(o, ax, 0, num_even_rest) for o, ax in zip(odd, axes, strict=False))
+        here = tuple(_range(e, ax, 2, 2 * num_even_rest + 1, 2) for e, ax in zip(elems, axes, strict=False))
         rest = combine(prev, here)
-        even = tuple(xp.concat([f, r], axis=ax) for f, r, ax in zip(first, rest, axes))
+        even = tuple(xp.concat([f, r], axis=ax) for f, r, ax in zip(first, rest, axes, strict=False))
     else:
         even = first
-    return tuple(_interleave(xp, e, o, ax, n) for e, o, ax in zip(even, odd, axes))
+    return tuple(_interleave(xp, e, o, ax, n) for e, o, ax in zip(even, odd, axes, strict=False))
 
 
 def _first(elems, axes):
-    return tuple(_range(e, ax, 0, 1) for e, ax in zip(elems, axes))
+    return tuple(_range(e, ax, 0, 1) for e, ax in zip(elems, axes, strict=False))
 
 
 def vector_prefix_scan(xp, apply, combine, first, mats, vec_axes, mat_axes):
@@ -117,16 +117,16 @@ def vector_prefix_scan(xp, apply, combine, first, mats, vec_axes, mat_axes):
         return tuple(first)
     p1 = apply(first, _first(mats, mat_axes))
     if n == 1:
-        return tuple(xp.concat([f, p], axis=ax) for f, p, ax in zip(first, p1, vec_axes))
+        return tuple(xp.concat([f, p], axis=ax) for f, p, ax in zip(first, p1, vec_axes, strict=False))
     m = (n - 1) // 2  # matrix pairs (M_1 M_2), (M_3 M_4), ...
     if m > 0:
-        pairs = combine(tuple(_range(M, ax, 1, 2 * m, 2) for M, ax in zip(mats, mat_axes)),
-                        tuple(_range(M, ax, 2, 2 * m + 1, 2) for M, ax in zip(mats, mat_axes)))
+        pairs = combine(tuple(_range(M, ax, 1, 2 * m, 2) for M, ax in zip(mats, mat_axes, strict=False)),
+                        tuple(_range(M, ax, 2, 2 * m + 1, 2) for M, ax in zip(mats, mat_axes, strict=False)))
         odd = vector_prefix_scan(xp, apply, combine, p1, pairs, vec_axes, mat_axes)  # p_1, p_3..
     else:
         odd = p1
     e = n // 2  # even positions 2, 4, ..., 2e: p_2k = p_{2k-1} M_{2k-1}
-    rest = apply(tuple(_range(o, ax, 0, e) for o, ax in zip(odd, vec_axes)),
-                 tuple(_range(M, ax, 1, 2 * e, 2) for M, ax in zip(mats, mat_axes)))
-    even = tuple(xp.concat([f, r], axis=ax) for f, r, ax in zip(first, rest, vec_axes))
-    return tuple(_interleave(xp, ev, od, ax, n + 1) for ev, od, ax in zip(even, odd, vec_axes))
+    rest = apply(tuple(_range(o, ax, 0, e) for o, ax in zip(odd, vec_axes, strict=False)),
+                 tuple(_range(M, ax, 1, 2 * e, 2) for M, ax in zip(mats, mat_axes, strict=False)))
+    even = tuple(xp.concat([f, r], axis=ax) for f, r, ax in zip(first, rest, vec_axes, strict=False))
+    return tuple(_interleave(xp, ev, od, ax, n + 1) for ev, od, ax in zip(even, odd, vec_axes, strict=False))

@@ -67,9 +67,9 @@ class ArcCosine(Kernel):
     def _repr_extra(self):
         return [f"depth={self.depth}"]
 
-    def _layer(self, name, l):
+    def _layer(self, name, layer):
         arr = getattr(self, name)
-        return arr if arr.ndim == 0 else arr[l]
+        return arr if arr.ndim == 0 else arr[layer]
 
     def _collect(self, name, per_layer):
         """Per-layer gradients -> the parameter's shape (summed when shared)."""
@@ -110,7 +110,7 @@ class ArcCosine(Kernel):
             idx = xp.arange(X1.shape[0], device=device_of(X1))
             eye = idx[:, None] == idx[None, :]
         caches = []
-        for l in range(1, self.depth + 1):
+        for layer in range(1, self.depth + 1):
             nrm = xp.sqrt(k1)[:, None] * xp.sqrt(k2)[None, :]
             c = K  # K (this code's own array) is not needed after this layer: divide in place
             c /= nrm
@@ -130,7 +130,7 @@ class ArcCosine(Kernel):
             E += sin
             E *= nrm
             E *= _INV_2PI
-            w, b = self._layer("weight_variance", l), self._layer("bias_variance", l)
+            w, b = self._layer("weight_variance", layer), self._layer("bias_variance", layer)
             if keep:
                 caches.append((k1, k2, nrm, pmt, sin, E))
                 K = w * E
@@ -150,8 +150,8 @@ class ArcCosine(Kernel):
         s = xp.sum(X * X, axis=1) / float(X.shape[1])
         k = self._layer("bias_variance", 0) + self._layer("weight_variance", 0) * s
         levels = [k]
-        for l in range(1, self.depth + 1):
-            k = self._layer("bias_variance", l) + (0.5 * self._layer("weight_variance", l)) * k
+        for layer in range(1, self.depth + 1):
+            k = self._layer("bias_variance", layer) + (0.5 * self._layer("weight_variance", layer)) * k
             levels.append(k)
         return s, levels
 
@@ -171,11 +171,11 @@ class ArcCosine(Kernel):
         g2 = xp.zeros((n2,), dtype=G.dtype, device=device_of(G))  # ... of K_l(x', x')
         gw = [None] * (self.depth + 1)
         gb = [None] * (self.depth + 1)
-        for l in range(self.depth, 0, -1):
-            k1, k2, nrm, pmt, sin, E = caches[l - 1]
-            w = self._layer("weight_variance", l)
-            gb[l] = xp.sum(Gl) + xp.sum(g1) + xp.sum(g2)
-            gw[l] = xp.sum(Gl * E) + 0.5 * (xp.sum(g1 * k1) + xp.sum(g2 * k2))
+        for layer in range(self.depth, 0, -1):
+            k1, k2, nrm, pmt, sin, E = caches[layer - 1]
+            w = self._layer("weight_variance", layer)
+            gb[layer] = xp.sum(Gl) + xp.sum(g1) + xp.sum(g2)
+            gw[layer] = xp.sum(Gl * E) + 0.5 * (xp.sum(g1 * k1) + xp.sum(g2 * k2))
             # E = nrm J(c) / 2 with c = K / nrm: dE/dK = (pi - t) / (2 pi) and
             # dE/dnrm = sin t / (2 pi); nrm = sqrt(k1 k2) gives d nrm / d k1 = nrm / (2 k1).
             Hn = w * Gl
@@ -205,10 +205,10 @@ class ArcCosine(Kernel):
         gw = [None] * (self.depth + 1)
         gb = [None] * (self.depth + 1)
         gk = g
-        for l in range(self.depth, 0, -1):
-            gb[l] = xp.sum(gk)
-            gw[l] = 0.5 * xp.sum(gk * levels[l - 1])
-            gk = (0.5 * self._layer("weight_variance", l)) * gk
+        for layer in range(self.depth, 0, -1):
+            gb[layer] = xp.sum(gk)
+            gw[layer] = 0.5 * xp.sum(gk * levels[layer - 1])
+            gk = (0.5 * self._layer("weight_variance", layer)) * gk
         gb[0] = xp.sum(gk)
         gw[0] = xp.sum(gk * s)
         scale = 2.0 * self._layer("weight_variance", 0) / float(X.shape[1])

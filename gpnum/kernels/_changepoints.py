@@ -80,7 +80,7 @@ class ChangePoints(ParentKernel):
         m = s.shape[1]
         starts = [ones] + [s[:, j] for j in range(m)]
         stops = [1.0 - s[:, j] for j in range(m)] + [ones]
-        return s, [a * b for a, b in zip(starts, stops)], starts, stops
+        return s, [a * b for a, b in zip(starts, stops, strict=False)], starts, stops
 
     def _switch_grads(self, X, gws):
         """Cotangents of the weights at ``X`` -> (g_locations, g_steepness, g_X)."""
@@ -106,7 +106,7 @@ class ChangePoints(ParentKernel):
         _, w1, _, _ = self._switches(X1)
         w2 = w1 if X2 is None else self._switches(X2)[1]
         K = None
-        for k, a, b in zip(self.kernels, w1, w2):
+        for k, a, b in zip(self.kernels, w1, w2, strict=False):
             term = k._sel_gram(X1, X2) * (a[:, None] * b[None, :])
             K = term if K is None else K + term
         return K
@@ -114,7 +114,7 @@ class ChangePoints(ParentKernel):
     def _diag(self, X):
         _, w, _, _ = self._switches(X)
         out = None
-        for k, a in zip(self.kernels, w):
+        for k, a in zip(self.kernels, w, strict=False):
             term = k._sel_diag(X) * (a * a)
             out = term if out is None else out + term
         return out
@@ -123,7 +123,7 @@ class ChangePoints(ParentKernel):
         _, w1, _, _ = self._switches(X1)
         w2 = w1 if X2 is None else self._switches(X2)[1]
         params, g1, g2, gw1, gw2 = {}, None, None, [], []
-        for i, (k, a, b) in enumerate(zip(self.kernels, w1, w2)):
+        for i, (k, a, b) in enumerate(zip(self.kernels, w1, w2, strict=False)):
             Ki = k._sel_gram(X1, X2)
             p, c1, c2 = k._sel_gram_vjp(G * (a[:, None] * b[None, :]), X1, X2)
             params.update(self._prefixed(i, p))
@@ -146,7 +146,7 @@ class ChangePoints(ParentKernel):
     def _diag_vjp(self, g, X):
         _, w, _, _ = self._switches(X)
         params, gX, gw = {}, None, []
-        for i, (k, a) in enumerate(zip(self.kernels, w)):
+        for i, (k, a) in enumerate(zip(self.kernels, w, strict=False)):
             p, c = k._sel_diag_vjp(g * (a * a), X)
             params.update(self._prefixed(i, p))
             gX = c if gX is None else gX + c

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from gpnum.backend import get_namespace
 from gpnum.errors import check_int
 from gpnum.kernels._base import Kernel

@@ -286,7 +286,7 @@ class Likelihood(Parameterised):
 
         out = self._map_blocks(block, (y, mu, var), self.num_gauss_hermite)
         g_params = {k: xp.reshape(xp.sum(s), tuple(getattr(self, k).shape))
-                    for k, s in zip(names, out[3:])}
+                    for k, s in zip(names, out[3:], strict=False)}
         return out[0], {"mu": out[1], "var": out[2], "params": g_params}
 
     def predictive_log_density(self, y, mu, var, *, check=True):

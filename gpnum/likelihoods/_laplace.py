@@ -6,7 +6,7 @@ import math
 
 from gpnum.backend import get_namespace
 from gpnum.likelihoods._base import Likelihood
-from gpnum.special import log_ndtr, ndtr, logsumexp
+from gpnum.special import log_ndtr, logsumexp, ndtr
 
 __all__ = ["Laplace"]
 

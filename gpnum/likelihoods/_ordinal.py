@@ -81,11 +81,11 @@ class Ordinal(Likelihood):
             if first_edge is not None or edge_gaps is not None:
                 raise ValueError("Ordinal: give bin_edges or first_edge/edge_gaps, not both")
             values = [float(v) for v in to_numpy(asarray(bin_edges, xp=self.xp, dtype=self.dtype)).reshape(-1).tolist()]
-            if len(values) != num_classes - 1 or any(b <= a for a, b in zip(values, values[1:])):
+            if len(values) != num_classes - 1 or any(b <= a for a, b in zip(values, values[1:], strict=False)):
                 raise ValueError(f"Ordinal: bin_edges must be {num_classes - 1} increasing "
                                  f"numbers, got {values}")
             first_edge = values[0]
-            edge_gaps = asarray([b - a for a, b in zip(values, values[1:])], xp=self.xp,
+            edge_gaps = asarray([b - a for a, b in zip(values, values[1:], strict=False)], xp=self.xp,
                                 dtype=self.dtype, device=device)
         if first_edge is None:
             first_edge = -0.5 * (num_classes - 2)

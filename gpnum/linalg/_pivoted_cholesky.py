@@ -5,8 +5,13 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import cho_solve, cholesky, solve_triangular
-from gpnum.linalg._operators import (AddedDiag, LinearOperator, LowRank, aslinearoperator,
-                                     transpose_copy)
+from gpnum.linalg._operators import (
+    AddedDiag,
+    LinearOperator,
+    LowRank,
+    aslinearoperator,
+    transpose_copy,
+)
 from gpnum.linalg._validation import default_check_every
 
 __all__ = ["pivoted_cholesky", "WoodburyInverse", "pivoted_cholesky_preconditioner"]

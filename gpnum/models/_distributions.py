@@ -18,9 +18,17 @@ Natural gradients reach them through the model's public methods (``q_cholesky``,
 
 from __future__ import annotations
 
-from gpnum.backend import (device_of, get_namespace, lower_matmul, matmul,
-                           same_namespace_dtype_device, triangular_inverse)
-from gpnum.backend import cholesky, default_rng, triangular_matmul
+from gpnum.backend import (
+    cholesky,
+    default_rng,
+    device_of,
+    get_namespace,
+    lower_matmul,
+    matmul,
+    same_namespace_dtype_device,
+    triangular_inverse,
+    triangular_matmul,
+)
 from gpnum.ciq import inv_sqrt_matmul
 from gpnum.divergences import kl_whitened, kl_whitened_and_grad
 from gpnum.errors import NotPSDError
@@ -29,9 +37,9 @@ from gpnum.linalg import Dense, SpectralPreconditioner, pcg, slq_logdet
 __all__ = ["CholeskyForm", "NaturalForm", "precision_to_q_sqrt", "q_sqrt_to_precision"]
 
 
-def latent_block(A, l):
+def latent_block(A, lat):
     """Latent ``l``'s ``A`` (m, b): ``A`` itself when shared (m, b), ``A[l]`` when (L, m, b)."""
-    return A if A.ndim == 2 else A[l, ...]
+    return A if A.ndim == 2 else A[lat, ...]
 
 
 def project_latents(A, V):
@@ -75,16 +83,16 @@ class CholeskyForm:
         """``(m' (L, m), colsum((R^T A)^2) (b, L), cache)`` for ``A`` (m, b) or (L, m, b)."""
         xp = get_namespace(A)
         q_mu, q_sqrt = q
-        RtA = xp.stack([triangular_matmul(q_sqrt[l, ...], latent_block(A, l), trans=True)
-                        for l in range(q_mu.shape[0])])  # (L, m, b)
+        RtA = xp.stack([triangular_matmul(q_sqrt[lat, ...], latent_block(A, lat), trans=True)
+                        for lat in range(q_mu.shape[0])])  # (L, m, b)
         return q_mu, xp.sum(RtA * RtA, axis=1).T, {"RtA": RtA}
 
     def data_covariance(self, q, A):
         """``m'`` (L, m) and ``[A^T S'_l A (n, n) for each latent l]``."""
         q_mu, q_sqrt = q
         out = []
-        for l in range(q_sqrt.shape[0]):
-            r = triangular_matmul(q_sqrt[l, ...], latent_block(A, l), trans=True)
+        for lat in range(q_sqrt.shape[0]):
+            r = triangular_matmul(q_sqrt[lat, ...], latent_block(A, lat), trans=True)
             out.append(r.T @ r)
         return q_mu, out
 
@@ -92,8 +100,8 @@ class CholeskyForm:
         """``sum_l KL(q_l || N(0, I))``, exact (a 0-d array)."""
         q_mu, q_sqrt = q
         total = kl_whitened(q_mu[0, ...], q_sqrt[0, ...])
-        for l in range(1, q_mu.shape[0]):
-            total = total + kl_whitened(q_mu[l, ...], q_sqrt[l, ...])
+        for lat in range(1, q_mu.shape[0]):
+            total = total + kl_whitened(q_mu[lat, ...], q_sqrt[lat, ...])
         return total
 
     def kl_and_q_grad(self, q):
@@ -101,8 +109,8 @@ class CholeskyForm:
         xp = get_namespace(q[0])
         q_mu, q_sqrt = q
         total, gm, gL = None, [], []
-        for l in range(q_mu.shape[0]):
-            v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
+        for lat in range(q_mu.shape[0]):
+            v, gk = kl_whitened_and_grad(q_mu[lat, ...], q_sqrt[lat, ...], validate=False)
             total = v if total is None else total + v
             gm.append(gk["m"])
             gL.append(gk["L"])
@@ -121,31 +129,31 @@ class CholeskyForm:
         RtA = cache["RtA"]
         total = None
         gkl_m, g_sqrt = [], []
-        for l in range(q_mu.shape[0]):
+        for lat in range(q_mu.shape[0]):
             # q is model state, not user input: the fit loop's finiteness check covers it.
-            v, gk = kl_whitened_and_grad(q_mu[l, ...], q_sqrt[l, ...], validate=False)
+            v, gk = kl_whitened_and_grad(q_mu[lat, ...], q_sqrt[lat, ...], validate=False)
             total = v if total is None else total + v
             gkl_m.append(gk["m"])
-            AG = latent_block(A, l) * (2.0 * g_var[:, l])[None, :]  # 2 A diag(g_var_l), (m, b)
-            g_sqrt.append(lower_matmul(AG, RtA[l, ...].T) - gk["L"])
+            AG = latent_block(A, lat) * (2.0 * g_var[:, lat])[None, :]  # 2 A diag(g_var_l), (m, b)
+            g_sqrt.append(lower_matmul(AG, RtA[lat, ...].T) - gk["L"])
         grads = {"q_mu": project_latents(A, g_mu) - xp.stack(gkl_m), "q_sqrt": xp.stack(g_sqrt)}
-        SA = xp.stack([triangular_matmul(q_sqrt[l, ...], RtA[l, ...])
-                       for l in range(q_mu.shape[0])])  # (L, m, b)
+        SA = xp.stack([triangular_matmul(q_sqrt[lat, ...], RtA[lat, ...])
+                       for lat in range(q_mu.shape[0])])  # (L, m, b)
         return total, grads, SA
 
-    def draw(self, q, eps, l):
+    def draw(self, q, eps, lat):
         """``m'_l + R_l eps`` (m, k)."""
         q_mu, q_sqrt = q
-        return q_mu[l, ...][:, None] + triangular_matmul(q_sqrt[l, ...], eps)
+        return q_mu[lat, ...][:, None] + triangular_matmul(q_sqrt[lat, ...], eps)
 
     def convert(self, q):
         """The same distributions in natural form: ``(S'^{-1} m', S'^{-1})``."""
         xp = get_namespace(q[0])
         q_mu, q_sqrt = q
         th, P = [], []
-        for l in range(q_mu.shape[0]):
-            prec = q_sqrt_to_precision(q_sqrt[l, ...])
-            th.append(matmul(prec, q_mu[l, ...]))
+        for lat in range(q_mu.shape[0]):
+            prec = q_sqrt_to_precision(q_sqrt[lat, ...])
+            th.append(matmul(prec, q_mu[lat, ...]))
             P.append(prec)
         return xp.stack(th), xp.stack(P)
 
@@ -227,15 +235,15 @@ class NaturalForm:
         xp = get_namespace(A)
         th, P = q
         ms, SAs = [], []
-        for l in range(th.shape[0]):
-            rhs = xp.concat([th[l, ...][:, None], latent_block(A, l)], axis=1)
-            M = self.preconditioner(P[l, ...], latent=l)
+        for lat in range(th.shape[0]):
+            rhs = xp.concat([th[lat, ...][:, None], latent_block(A, lat)], axis=1)
+            M = self.preconditioner(P[lat, ...], latent=lat)
             if preconditioners is not None:
                 preconditioners.append(M)
-            res = self.precision_solve(P[l, ...], rhs, M=M)
+            res = self.precision_solve(P[lat, ...], rhs, M=M)
             if res.info < 0:
                 raise NotPSDError(
-                    f"q_precision of latent {l} is not positive definite (CG breakdown: "
+                    f"q_precision of latent {lat} is not positive definite (CG breakdown: "
                     f"{res.status}); lower the natural-gradient step size")
             ms.append(res.x[:, 0])
             SAs.append(res.x[:, 1:])
@@ -252,7 +260,7 @@ class NaturalForm:
     def data_covariance(self, q, A):
         """``m'`` (L, m) and ``[A^T S'_l A (n, n) for each latent l]``."""
         q_mean, SA = self.solves(q, A)
-        return q_mean, [latent_block(A, l).T @ SA[l, ...] for l in range(SA.shape[0])]
+        return q_mean, [latent_block(A, lat).T @ SA[lat, ...] for lat in range(SA.shape[0])]
 
     def kl(self, q, cache=None):
         """``sum_l KL(q_l || N(0, I))``, a stochastic estimate for monitoring only.
@@ -268,15 +276,15 @@ class NaturalForm:
         rng = default_rng(opts["seed"], xp=xp, device=device_of(th))
         preconditioners = None if cache is None else cache["precond"]
         total = 0.0
-        for l in range(th.shape[0]):
+        for lat in range(th.shape[0]):
             Zp = rng.rademacher((m, opts["num_probes"]), dtype=th.dtype)
-            rhs = xp.concat([th[l, ...][:, None], Zp], axis=1)
-            M = "search" if preconditioners is None else preconditioners[l]
-            sol = self.precision_solve(P[l, ...], rhs, M=M).x
+            rhs = xp.concat([th[lat, ...][:, None], Zp], axis=1)
+            M = "search" if preconditioners is None else preconditioners[lat]
+            sol = self.precision_solve(P[lat, ...], rhs, M=M).x
             mean = sol[:, 0]
             trace = xp.sum(Zp * sol[:, 1:]) / opts["num_probes"]
-            logdet_prec = slq_logdet(Dense(P[l, ...]), num_probes=opts["num_probes"],
-                                     num_iter=opts["num_lanczos"], seed=opts["seed"] + l)
+            logdet_prec = slq_logdet(Dense(P[lat, ...]), num_probes=opts["num_probes"],
+                                     num_iter=opts["num_lanczos"], seed=opts["seed"] + lat)
             total = total + 0.5 * (xp.sum(mean * mean) + trace + logdet_prec - m)
         return total
 
@@ -289,12 +297,12 @@ class NaturalForm:
         depend on the other parameters), and ``S' A`` from the marginals' solves."""
         return self.kl(q, cache), {}, cache["SA"]
 
-    def draw(self, q, eps, l, num_quad=15):
+    def draw(self, q, eps, lat, num_quad=15):
         """``m'_l + P_l^{-1/2} eps`` (m, k): the symmetric root of ``S' = P^{-1}`` by CIQ on the
         precision, to the PCG tolerance, with no factorisation."""
         th, P = q
-        mean, _ = self.solves((th[l:l + 1, ...], P[l:l + 1, ...]), eps[:, :0])
-        noise = inv_sqrt_matmul(Dense(P[l, ...], symmetric=True), eps, num_quad=num_quad,
+        mean, _ = self.solves((th[lat:lat + 1, ...], P[lat:lat + 1, ...]), eps[:, :0])
+        noise = inv_sqrt_matmul(Dense(P[lat, ...], symmetric=True), eps, num_quad=num_quad,
                                 rtol=self.options["rtol"],
                                 maxiter=max(200, 2 * eps.shape[0])).x
         return mean[0, ...][:, None] + noise
@@ -305,8 +313,8 @@ class NaturalForm:
         xp = get_namespace(q[0])
         th, P = q
         mus, Rs = [], []
-        for l in range(th.shape[0]):
-            R = precision_to_q_sqrt(P[l, ...])
-            mus.append(matmul(R, matmul(R.T, th[l, ...])))
+        for lat in range(th.shape[0]):
+            R = precision_to_q_sqrt(P[lat, ...])
+            mus.append(matmul(R, matmul(R.T, th[lat, ...])))
             Rs.append(R)
         return xp.stack(mus), xp.stack(Rs)

@@ -18,10 +18,17 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import (blas_pool, cho_inverse, cho_solve, cholesky, default_rng, matmul,
-                           solve_triangular)
-from gpnum.models import _gpr_cg, _gpr_grid, _gpr_state_space
+from gpnum.backend import (
+    blas_pool,
+    cho_inverse,
+    cho_solve,
+    cholesky,
+    default_rng,
+    matmul,
+    solve_triangular,
+)
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
+from gpnum.models import _gpr_cg, _gpr_grid, _gpr_state_space
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
 

@@ -28,9 +28,18 @@ from dataclasses import asdict, dataclass, fields
 
 from gpnum.backend import blas_pool, default_rng, get_namespace, solve_triangular, to_numpy
 from gpnum.errors import ConvergenceWarning, NotPSDError
-from gpnum.linalg import (AddedDiag, Dense, KernelMatrix, block_rows_for_budget, lanczos,
-                          lanczos_quadrature, pcg, pcg_lanczos, pivoted_cholesky_preconditioner,
-                          preconditioner_probes)
+from gpnum.linalg import (
+    AddedDiag,
+    Dense,
+    KernelMatrix,
+    block_rows_for_budget,
+    lanczos,
+    lanczos_quadrature,
+    pcg,
+    pcg_lanczos,
+    pivoted_cholesky_preconditioner,
+    preconditioner_probes,
+)
 
 __all__ = ["CGOptions"]
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from gpnum import backend as B
 from gpnum.backend import solve_triangular
+from gpnum.divergences import (
+    bhattacharyya_normal_and_grad,
+    hellinger_normal_and_grad,
+    kl_normal_and_grad,
+    renyi_normal_and_grad,
+    squared_difference_normal_and_grad,
+    wasserstein_gwi_and_grad,
+    wasserstein_normal_and_grad,
+)
 from gpnum.errors import NotPSDError
-from gpnum.divergences import (bhattacharyya_normal_and_grad, hellinger_normal_and_grad,
-                               kl_normal_and_grad, renyi_normal_and_grad,
-                               squared_difference_normal_and_grad, wasserstein_gwi_and_grad,
-                               wasserstein_normal_and_grad)
 
 __all__ = ["REGULARISERS", "VARIATIONAL_KERNELS", "VARIATIONAL_MEANS", "regulariser_and_grad"]
 
@@ -105,8 +110,8 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
                 Kq = Kq + jitter * eye[None, ...]
             value = 0.0
             g_mq, G_K = [], []
-            for l in range(L):
-                v, g = wasserstein_gwi_and_grad(mq[:, l], Kq[l, ...], mp[:, l], Kp,
+            for lat in range(L):
+                v, g = wasserstein_gwi_and_grad(mq[:, lat], Kq[lat, ...], mp[:, lat], Kp,
                                                 validate=False)
                 value = value + v
                 g_mq.append(g["mq"])
@@ -131,7 +136,7 @@ def regulariser_and_grad(xp, divergence, mq, vq, Kq, mp, vp, Kp, *, alpha, eigen
 def _common_jitter(xp, Kq, Kp, jitter):
     """The smallest jitter >= ``jitter`` (of the tenfold ladder) that factorises all matrices."""
     scale = float(xp.mean(xp.linalg.diagonal(Kp)))
-    for K in [Kp] + [Kq[l, ...] for l in range(Kq.shape[0])]:
+    for K in [Kp] + [Kq[lat, ...] for lat in range(Kq.shape[0])]:
         _, extra = B.cholesky(xp.astype(K, xp.float64, copy=False), shift=jitter,
                               jitter=1e-6 * scale, max_tries=5, return_jitter=True)
         jitter += extra

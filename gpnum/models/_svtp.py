@@ -43,11 +43,16 @@ from gpnum.backend import asarray, get_namespace
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
-from gpnum.special import log_gamma_half_ratio_and_grad, logsumexp
 from gpnum.models._composite import ComposedParameters
 from gpnum.models._student_t_math import (
-    chi2_quantile_and_grad, digamma, lgamma, student_t_fisher_solve, trigamma)
+    chi2_quantile_and_grad,
+    digamma,
+    lgamma,
+    student_t_fisher_solve,
+    trigamma,
+)
 from gpnum.models._whitening import make_whitening
+from gpnum.special import log_gamma_half_ratio_and_grad, logsumexp
 
 __all__ = ["SVTP"]
 
