@@ -26,11 +26,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 from scipy.optimize import minimize  # noqa: E402
+from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
+from sklearn.gaussian_process import kernels as skk  # noqa: E402
 
 import gpnum  # noqa: E402
 from gpnum import kernels as K  # noqa: E402
-from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
-from sklearn.gaussian_process import kernels as skk  # noqa: E402
 
 RESTARTS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 OUT = sys.argv[2] if len(sys.argv) > 2 else "docs"
