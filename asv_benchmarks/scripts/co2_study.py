@@ -108,7 +108,7 @@ def fit_log_lbfgs(model, X, y, fixed, maxiter=1000, tight=False):
     def objective(logx):
         nfev[0] += 1
         new = dict(params)
-        new.update({k: np.exp(v) for k, v in zip(names, logx)})
+        new.update({k: np.exp(v) for k, v in zip(names, logx, strict=True)})
         model.set_parameters(new)
         try:
             value, grads = model.objective_and_grad(X, y, validate=False)
