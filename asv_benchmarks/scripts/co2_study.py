@@ -26,11 +26,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 from scipy.optimize import minimize  # noqa: E402
+from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
+from sklearn.gaussian_process import kernels as skk  # noqa: E402
 
 import gpnum  # noqa: E402
 from gpnum import kernels as K  # noqa: E402
-from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
-from sklearn.gaussian_process import kernels as skk  # noqa: E402
 
 RESTARTS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 OUT = sys.argv[2] if len(sys.argv) > 2 else "docs"
@@ -108,7 +108,7 @@ def fit_log_lbfgs(model, X, y, fixed, maxiter=1000, tight=False):
     def objective(logx):
         nfev[0] += 1
         new = dict(params)
-        new.update({k: np.exp(v) for k, v in zip(names, logx)})
+        new.update({k: np.exp(v) for k, v in zip(names, logx, strict=True)})
         model.set_parameters(new)
         try:
             value, grads = model.objective_and_grad(X, y, validate=False)
