@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpnum
-from gpnum.kernels import RBF, Matern52
+from gpnum.kernels import ICM, RBF, Matern52
 from gpnum.likelihoods import Gaussian
 from gpnum.models import Model, ModelDefaults, check_model, model_members
 
@@ -16,6 +16,7 @@ def _models():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 2))
     y = np.sin(X[:, 0])
+    Y = rng.normal(size=(30, 3))
     Z = X[:5]
     k = lambda: Matern52(lengthscale=np.ones(2))  # noqa: E731
     return {
@@ -24,6 +25,11 @@ def _models():
         "SVGP": gpnum.SVGP(k(), Gaussian(variance=0.1), Z, num_data=30),
         "GVI": gpnum.GVI(k(), Gaussian(variance=0.1), Z, num_data=30),
         "SVTP": gpnum.SVTP(k(), Z, num_data=30),
+        "MultiOutputGPR": gpnum.models.MultiOutputGPR(ICM(k(), 3, 1),
+                                                      Gaussian(variance=np.full(3, 0.1)), X, Y),
+        "LMCSVGP": gpnum.models.LMCSVGP([k(), k()], Gaussian(variance=np.full(3, 0.1)), Z,
+                                        num_outputs=3, num_data=30),
+        "OILMM": gpnum.models.OILMM([k(), k()], Gaussian(variance=0.1), X, Y),
     }
 
 
@@ -39,7 +45,10 @@ def test_every_model_class_is_exported_and_satisfies_the_protocol():
         check_model(model, ("fit", "predict", "checkpoint", "distributed"))
         # positive_names lists exactly the positive parameters that exist
         assert set(model.positive_names()) <= set(model.parameters()), name
-        assert "kernel.lengthscale" in model.positive_names(), name
+        # every kernel lengthscale (multi-output kernels' too) is positive, for L-BFGS-B's
+        # log coordinates
+        scales = [n for n in model.parameters() if n.endswith("lengthscale")]
+        assert scales and set(scales) <= set(model.positive_names()), name
     assert "likelihood.variance" in made["GPR"].positive_names()
     assert "mean" not in made["GPR"].positive_names()
 

@@ -55,6 +55,10 @@ class MultiOutputKernel(Parameterised):
     #: other arguments (as :meth:`gpnum.kernels.ParentKernel.from_children`).
     from_children = classmethod(ParentKernel.from_children.__func__)
 
+    #: Own positive parameters and the children's, prefixed (what L-BFGS-B takes in log
+    #: coordinates), as :meth:`gpnum.kernels.ParentKernel.positive_names`.
+    positive_names = ParentKernel.positive_names
+
     @property
     def latent_kernels(self) -> list:
         """The ``Q`` kernels ``k_q`` on the inputs."""
