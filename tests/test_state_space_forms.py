@@ -196,3 +196,15 @@ def test_form_needs_column_zero_and_one_lengthscale():
     assert K.has_state_space_form(K.Matern32(active_dims=[0]))
     with pytest.raises(TypeError, match="shape"):
         K.state_space_form(K.Matern32(lengthscale=[1.0, 2.0]))
+
+
+def test_register_state_space_for_a_new_class():
+    class Scaled(K.Matern32):
+        """A kernel class of its own: exact-class lookup finds no form until registered."""
+
+    k = Scaled(lengthscale=0.9, variance=1.2)
+    assert not K.has_state_space_form(k)
+    K.register_state_space(Scaled, lambda kern: K.state_space_form(
+        K.Matern32(lengthscale=kern.lengthscale, variance=kern.variance)))
+    form = K.state_space_form(k)
+    np.testing.assert_allclose(form.covariance(LAGS), _gram_at_lags(k, LAGS), atol=1e-12)

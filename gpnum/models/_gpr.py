@@ -112,7 +112,8 @@ class GPR(FullBatchGaussianModel):
     _default_jitter = 0.0
     AUTO_CHOLESKY_MAX_N = 6000
     #: ``solver="auto"`` takes the state-space path above this many points (one input
-    #: column, a kernel with a state-space form): where it overtakes Cholesky.
+    #: column, a kernel with a state-space form): where it overtakes Cholesky (LML and
+    #: gradient, docs/timeseries.md).
     AUTO_STATE_SPACE_MIN_N = 300
     #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
     #: likelihood, not an ELBO.
