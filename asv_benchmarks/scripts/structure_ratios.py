@@ -13,12 +13,12 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_structure as bs  # noqa: E402
+from benchmarks import bench_structure as bs
 
-from gpnum import backend as B  # noqa: E402
-from gpnum.kernels import RBF, Grid, grid_operator  # noqa: E402
-from gpnum.likelihoods import Gaussian  # noqa: E402
-from gpnum.models import GPR  # noqa: E402
+from gpnum import backend as B
+from gpnum.kernels import RBF, Grid, grid_operator
+from gpnum.likelihoods import Gaussian
+from gpnum.models import GPR
 
 
 def best(f, repeats=3):
