@@ -220,3 +220,16 @@ def test_predictions_at_grid_cells(kernel_fn, drop, to_xp, xp, dtype, device):
     c0 = dense.predict_f(Xs, full_cov=True)[1]
     c1 = fast.predict_f(Xs, full_cov=True)[1]
     np.testing.assert_allclose(host(c1), host(c0), rtol=1e-6, atol=1e-8)
+
+
+def test_sample_f_on_a_grid_matches_the_posterior(to_xp, xp, dtype, device):
+    """Pathwise samples (the CG path's CIQ draw and solve) against the grid model's own
+    posterior: sample means within 5 Monte Carlo standard errors, variances within 10%."""
+    if dtype != xp.float64 or xp.__name__ != "array_api_compat.numpy":
+        pytest.skip("once")
+    X, y = grid_data((5, 4), drop=3)
+    _, fast = models(ard_kernel, X, y, to_xp, xp, device, "grid")
+    S = host(fast.sample_f(to_xp(X[:4]), 4000, seed=1))
+    mu, var = (host(a) for a in fast.predict_f(to_xp(X[:4])))
+    assert np.all(np.abs(S.mean(0) - mu) < 5.0 * np.sqrt(var / 4000))
+    np.testing.assert_allclose(S.var(0), var, rtol=0.1)
