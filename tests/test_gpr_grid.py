@@ -220,3 +220,37 @@ def test_predictions_at_grid_cells(kernel_fn, drop, to_xp, xp, dtype, device):
     c0 = dense.predict_f(Xs, full_cov=True)[1]
     c1 = fast.predict_f(Xs, full_cov=True)[1]
     np.testing.assert_allclose(host(c1), host(c0), rtol=1e-6, atol=1e-8)
+
+
+def test_sample_f_on_a_grid_matches_the_posterior(to_xp, xp, dtype, device):
+    """Pathwise samples (the CG path's CIQ draw and solve) against the grid model's own
+    posterior: sample means within 5 Monte Carlo standard errors, variances within 10%."""
+    if dtype != xp.float64 or xp.__name__ != "array_api_compat.numpy":
+        pytest.skip("once")
+    X, y = grid_data((5, 4), drop=3)
+    _, fast = models(ard_kernel, X, y, to_xp, xp, device, "grid")
+    S = host(fast.sample_f(to_xp(X[:4]), 4000, seed=1))
+    mu, var = (host(a) for a in fast.predict_f(to_xp(X[:4])))
+    assert np.all(np.abs(S.mean(0) - mu) < 5.0 * np.sqrt(var / 4000))
+    np.testing.assert_allclose(S.var(0), var, rtol=0.1)
+
+
+@pytest.mark.parametrize("kernel_fn", [product_kernel, ard_kernel], ids=["kronecker", "toeplitz"])
+def test_love_variances_for_all_cells_equal_the_per_point_ones(kernel_fn, to_xp, xp, dtype,
+                                                               device):
+    """LOVE's quadratic forms for every grid cell at once (structured products) equal the
+    per-point ones (_gpr_cg._love_quad on gathered kernel columns), at a low LOVE rank where
+    both differ from the exact variance."""
+    if dtype != xp.float64:
+        pytest.skip("float64")
+    from gpnum.models import _gpr_cg, _gpr_grid
+
+    X, y = grid_data((5, 5), seed=3, drop=5)
+    opts = dict(EXACT_CG, love_rank=5, precond_rank=3)
+    _, fast = models(kernel_fn, X, y, to_xp, xp, device, "grid", cg_options=opts)
+    state = _gpr_grid.prediction_state(fast)
+    op, _ = _gpr_grid._structure(fast, fast.X)
+    every = _gpr_grid._love_quad_all_cells(op.operator, op, state)
+    cells = _gpr_grid._grid(fast, fast.X)[1]
+    per_point = _gpr_cg._love_quad(state, xp.take(op.operator.to_dense(), cells, axis=0))[0]
+    np.testing.assert_allclose(host(every), host(per_point), rtol=1e-10, atol=1e-12)

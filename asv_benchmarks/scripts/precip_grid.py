@@ -39,13 +39,13 @@ def main(full_steps=3):
     print(f"n_train {X.shape[0]} on a grid of {grid.shape} = {grid.size} cells, n_test "
           f"{ds.X_test.shape[0]}", flush=True)
     t = time.perf_counter()
-    hist = fit_exact_gp(model, subset_size=2000, lbfgs_maxiter=50, subset_adam_steps=10,
+    fit_exact_gp(model, subset_size=2000, lbfgs_maxiter=50, subset_adam_steps=10,
                         full_adam_steps=0)
     print(f"subset pretraining {time.perf_counter() - t:.1f} s", flush=True)
     sub_idx = np.random.default_rng(0).permutation(X.shape[0])[:2000]
     subset = GPR(model.kernel, model.likelihood, X[sub_idx], y[sub_idx], mean=model.mean)
-    print("subset GP (Cholesky, 2,000 rows): test RMSE %.4f NLL %.4f"
-          % metrics(subset, ds.X_test, ds.y_test), flush=True)
+    rmse, nll = metrics(subset, ds.X_test, ds.y_test)
+    print(f"subset GP (Cholesky, 2,000 rows): test RMSE {rmse:.4f} NLL {nll:.4f}", flush=True)
     t = time.perf_counter()
     v, _ = model.objective_and_grad()
     print(f"one grid training step on all rows: {time.perf_counter() - t:.1f} s, LML {float(v):.1f}"
@@ -57,12 +57,11 @@ def main(full_steps=3):
         fit(model, epochs=full_steps, optimizer="adam", lr=0.01)
         print(f"{full_steps} Adam steps on all rows: {time.perf_counter() - t:.1f} s", flush=True)
     t = time.perf_counter()
-    print("grid GP (all %d rows): test RMSE %.4f NLL %.4f" % ((X.shape[0],)
-          + metrics(model, ds.X_test, ds.y_test)), flush=True)
+    rmse, nll = metrics(model, ds.X_test, ds.y_test)
+    print(f"grid GP (all {X.shape[0]} rows): test RMSE {rmse:.4f} NLL {nll:.4f}", flush=True)
     print(f"prediction of {ds.X_test.shape[0]} points: {time.perf_counter() - t:.1f} s "
           f"{model.cg_predict_info}", flush=True)
     print({k: np.asarray(v).round(4).tolist() for k, v in model.parameters().items()})
-    del hist
 
 
 if __name__ == "__main__":

@@ -25,9 +25,17 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import blas_pool
+from gpnum.backend import blas_pool, cholesky, solve_triangular
 from gpnum.kernels import grid_from_inputs, grid_operator, ski_operator
-from gpnum.linalg import KroneckerShiftedEig, Masked, block_rows_for_budget, pcg
+from gpnum.linalg import (
+    Dense,
+    Kronecker,
+    KroneckerShiftedEig,
+    Masked,
+    Toeplitz,
+    block_rows_for_budget,
+    pcg,
+)
 from gpnum.models import _gpr_cg
 
 __all__ = ["default_grid_size", "lml", "predict", "prediction_state"]
@@ -133,6 +141,7 @@ def prediction_state(model):
         state = {"alpha": sol.x[:, 0], "block": block_rows_for_budget(
             n, opts.memory_budget_mib * _gpr_cg._MIB, 8, copies=_gpr_cg._PREDICT_BLOCK_COPIES)}
         state.update(_gpr_cg._love_cache(A, M, resid, min(opts.love_rank, n)))
+        state["precond"] = M
         model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
                                   "relative_residual": float(xp.max(sol.relative_residual)),
                                   "precond_rank": int(M.lowrank.factor.shape[1]),
@@ -235,6 +244,13 @@ def _predict_on_grid(model, Xnew, cells_new, state, full_cov):
             quad = c.T @ c + w.T @ w - a.T @ a
         cov = xp.astype(model.kernel(Xnew), high, copy=False) - quad
         return mean, xp.astype(cov, model.dtype, copy=False)
+    if exact is None and "precond" in state:
+        if "grid_quad" not in state:
+            state["grid_quad"] = _love_quad_all_cells(full, op, state)
+        if state["grid_quad"] is not None:
+            quad = xp.take(state["grid_quad"], cells_new)
+            var = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
+            return mean, xp.astype(var, model.dtype, copy=False)
     quads = []
     for s in range(0, m, step):
         e = min(m, s + step)
@@ -247,6 +263,58 @@ def _predict_on_grid(model, Xnew, cells_new, state, full_cov):
     quad = quads[0] if len(quads) == 1 else xp.concat(quads)
     var = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
     return mean, xp.astype(var, model.dtype, copy=False)
+
+
+def _squared(op):
+    """The elementwise square of a grid operator (Toeplitz: the squared column; Kronecker: the
+    Kronecker product of the squared factors), or None for other kinds."""
+    if isinstance(op, Toeplitz):
+        return Toeplitz(op.column * op.column)
+    if isinstance(op, Kronecker):
+        factors = [_squared(f) for f in op.factors]
+        if any(f is None for f in factors):
+            return None
+        return Kronecker(*factors)
+    A = op.to_dense() if op.shape[0] <= 4096 else None
+    return None if A is None else Dense(A * A, symmetric=True)
+
+
+def _love_quad_all_cells(full, masked, state):
+    """LOVE's ``k_c^T K_y^{-1} k_c`` (_gpr_cg._love_quad) for every cell ``c`` of the grid at
+    once, with ``k_c = P K e_c``, from structured products instead of one (n, k) product per
+    cell. With the whitener ``W`` (``W^T W = P^{-1}``, the preconditioner's inverse
+    ``D^{-1} - D^{-1} F S^{-1} F^T D^{-1}``, ``S = I + F^T D^{-1} F``):
+
+        |W k_c|^2 = sum_i K[c, o_i]^2 / d - |L_S^{-1} (K P^T D^{-1} F)[c]|^2,
+        Q^T W k_c = (K P^T W^T Q)[c],
+
+    i.e. products of ``K`` with ``r + k`` columns and of ``K o K`` with one. None when the
+    noise is not a constant or ``K o K`` has no structured form."""
+    xp = full.xp
+    M = state["precond"]
+    d = M.lowrank.diag.diag
+    squared = _squared(full)
+    if d.ndim != 0 or squared is None:
+        return None
+    F = M.lowrank.factor
+    ones = xp.ones((masked.shape[0], 1), dtype=full.dtype, device=full.device)
+    quad = (squared @ masked.embed(ones))[:, 0] / d                     # sum_i K[c, o_i]^2 / d
+    if F.shape[1] > 0:
+        S = F.T @ F / d + xp.eye(F.shape[1], dtype=F.dtype, device=full.device)
+        L_S = cholesky(S, what="the preconditioner's I + F^T D^-1 F")
+        G = solve_triangular(L_S, _chunked(full, masked.embed(F / d)).T, lower=True)
+        quad = quad - xp.sum(G * G, axis=0)
+    _, apply_Wt = _gpr_cg._whitener(M)
+    Wq = _chunked(full, masked.embed(apply_Wt(state["love_Q"])))            # (N, k)
+    c = solve_triangular(state["love_L"], Wq.T, lower=True)
+    return quad + xp.sum(c * c, axis=0) - xp.sum(Wq * Wq, axis=1)
+
+
+def _chunked(op, B, width=16):
+    """``op @ B`` in blocks of ``width`` columns (the FFT products' memory)."""
+    xp = op.xp
+    parts = [op @ B[:, s:min(B.shape[1], s + width)] for s in range(0, B.shape[1], width)]
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=1)
 
 
 # Entries of the grid columns gathered at once in on-grid predictions (32 MiB of float64).
