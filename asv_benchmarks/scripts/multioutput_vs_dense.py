@@ -83,11 +83,12 @@ def dense_lml_and_grad(model):
     alpha = torch.cholesky_solve(torch.from_numpy(r)[:, None], L)[:, 0].numpy()
     logdet = 2.0 * float(torch.sum(torch.log(torch.diagonal(L))))
     value = -0.5 * (r @ alpha) - 0.5 * logdet - 0.5 * N * np.log(2.0 * np.pi)
-    # Sigma^{-1} = L^{-T} L^{-1}: torch's triangular solve, then NumPy's A^T A (a syrk in its
-    # 64-bit-integer OpenBLAS); torch.cholesky_inverse was 15x slower than this here
-    Linv = torch.linalg.solve_triangular(L, torch.eye(N, dtype=L.dtype), upper=False).numpy()
+    # Sigma^{-1} = L^{-T} L^{-1}: a triangular solve and a product, both torch's (MKL).
+    # torch.cholesky_inverse was 15x slower than this here; NumPy's A^T A (OpenBLAS syrk)
+    # crashed at n t = 20,000, as SciPy's potrf/potri did
+    Linv = torch.linalg.solve_triangular(L, torch.eye(N, dtype=L.dtype), upper=False)
     del L
-    Sinv = Linv.T @ Linv
+    Sinv = (Linv.T @ Linv).numpy()
     del Linv
     A = alpha.reshape(n, t)
     dK = np.zeros((n, n))
