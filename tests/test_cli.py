@@ -74,6 +74,26 @@ def test_help_lists_every_option():
         assert opt in r.stdout
 
 
+def test_dataset_help_names_every_bundled_data_set():
+    # The reference: the bundled files themselves (each data set is <name>.csv.gz; elnino is
+    # a series for load_series, not a training set of load)
+    from pathlib import Path
+
+    import gpnum.datasets
+
+    folder = Path(gpnum.datasets.__file__).parent / "data"
+    names = {p.name[:-len(".csv.gz")] for p in folder.glob("*.csv.gz")
+             if not p.name.endswith("_test_mask.csv.gz")} - {"elnino"}
+    assert {"co2", "energy", "elevators", "elec", "precip", "digits", "bike"} <= names
+    r = subprocess.run([sys.executable, "-m", "gpnum", "fit", "--help"], capture_output=True,
+                       text=True)
+    text = " ".join(r.stdout.split())
+    start = text.index("--dataset DATASET bundled")
+    help_text = text[start:text.index("--csv PATH", start)]
+    missing = sorted(n for n in names if n not in help_text)
+    assert not missing, f"--dataset help omits {missing}: {help_text}"
+
+
 def test_datasets_and_demo(capsys):
     assert main(["datasets"]) == 0
     assert "precip" in capsys.readouterr().out

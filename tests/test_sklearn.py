@@ -10,18 +10,18 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from sklearn.base import clone  # noqa: E402
-from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
-from sklearn.gaussian_process import kernels as sk  # noqa: E402
-from sklearn.model_selection import GridSearchCV  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.base import clone
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process import kernels as sk
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-import gpnum  # noqa: E402
-from gpnum import backend as B  # noqa: E402
-from gpnum.kernels import RBF, Matern12, Matern32, Matern52, Polynomial  # noqa: E402
-from gpnum.sklearn import GPRegressor, SVGPClassifier, SVGPRegressor  # noqa: E402
-from conftest import _BACKEND_PARAMS  # noqa: E402
+import gpnum
+from conftest import _BACKEND_PARAMS
+from gpnum import backend as B
+from gpnum.kernels import RBF, Matern12, Matern32, Matern52, Polynomial
+from gpnum.sklearn import GPRegressor, SVGPClassifier, SVGPRegressor
 
 
 def _data(n=40, d=2, seed=0):
@@ -355,3 +355,90 @@ def test_clear_errors():
 def test_import_gpnum_does_not_import_scikit_learn():
     code = "import sys, gpnum; sys.exit(int(any(m.startswith('sklearn') for m in sys.modules)))"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ------------------------------------------------------------------ data-scaled SVGP defaults
+def test_svgp_auto_defaults_follow_the_stated_rule():
+    from gpnum.sklearn._svgp import auto_epochs, auto_num_inducing
+
+    # m = min(500, n_distinct, ceil(4 sqrt(n))), worked by hand
+    assert auto_num_inducing(426) == 83  # 4 * 20.64 = 82.6
+    assert auto_num_inducing(3000) == 220  # 4 * 54.77 = 219.1
+    assert auto_num_inducing(20000) == 500
+    assert auto_num_inducing(100, num_distinct=7) == 7
+    # below 3,000 rows: steps = max(100, ceil(n / 2)); epochs = ceil(steps / ceil(n / b))
+    assert auto_epochs(60, 256) == 100  # one step per epoch
+    assert auto_epochs(426, 256) == 107  # 213 steps, 2 per epoch
+    assert auto_epochs(2999, 256) == 125  # 1500 steps, 12 per epoch
+    # from 3,000 rows: gpnum.fit's recipe, max(20, ceil(1500 / steps per epoch))
+    assert auto_epochs(3000, 256) == 125
+    assert auto_epochs(12449, 256) == 31
+    assert auto_epochs(100000, 256) == 20
+
+
+def test_svgp_defaults_are_auto_and_used_by_fit():
+    X, y, _ = _data(n=60)
+    assert SVGPRegressor().num_inducing == "auto" and SVGPRegressor().epochs == "auto"
+    assert SVGPClassifier().num_inducing == "auto" and SVGPClassifier().epochs == "auto"
+    est = SVGPRegressor(random_state=0).fit(X, y)
+    assert est.num_inducing_ == 31  # ceil(4 sqrt(60)) = ceil(30.98)
+    assert est.epochs_ == 100 and len(est.history_.step_elbo) == 100
+    clf = SVGPClassifier(random_state=0).fit(X, (y > np.median(y)).astype(int))
+    assert clf.num_inducing_ == 31 and clf.epochs_ == 100
+    # None keeps gpnum.fit's recipe: 1,500 steps at least
+    assert SVGPRegressor(epochs=None).get_params()["epochs"] is None
+
+
+@pytest.mark.parametrize("name,value", [("num_inducing", "all"), ("epochs", "many"),
+                                        ("num_inducing", 0), ("epochs", 0)])
+def test_svgp_auto_settings_refuse_other_values(name, value):
+    X, y, _ = _data(n=20)
+    with pytest.raises(ValueError, match=name):
+        SVGPRegressor(**{name: value}).fit(X, y)
+
+
+# ------------------------------------------------------------------------------------ verbose
+def test_verbose_prints_the_fit_and_silent_by_default(capsys):
+    X, y, _ = _data(n=30)
+    GPRegressor(alpha=0.01, n_restarts_optimizer=1, random_state=0).fit(X, y)
+    SVGPRegressor(num_inducing=5, epochs=2, random_state=0).fit(X, y)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    est = GPRegressor(alpha=0.01, n_restarts_optimizer=1, random_state=0, verbose=1).fit(X, y)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[1].strip() for line in out] == ["run 0", "run 1"]
+    assert out[est.optimizer_result_.best_run].endswith("(kept)")
+    one = GPRegressor(alpha=0.01, random_state=0, verbose=2).fit(X, y)
+    out = capsys.readouterr().out.splitlines()
+    iterations = [line for line in out if ": iteration " in line]
+    assert len(iterations) == one.n_iter_ == len(one.optimizer_result_.trace) > 0
+    assert float(iterations[-1].rsplit(" ", 1)[1]) == pytest.approx(
+        one.log_marginal_likelihood_value_, rel=1e-5)
+    assert out[-1].startswith("GPRegressor: run 0:")
+    SVGPRegressor(num_inducing=5, epochs=2, random_state=0, verbose=1).fit(X, y)
+    captured = capsys.readouterr()
+    assert "epoch 2/2" in captured.out + captured.err
+    with pytest.raises(ValueError, match="verbose"):
+        GPRegressor(alpha=0.01, verbose=-1).fit(X, y)
+
+
+# -------------------------------------------------------------- n_jobs: fits in parallel threads
+@pytest.mark.parametrize("make", [
+    lambda: GPRegressor(Matern52(lengthscale=np.ones(2)), alpha=0.01, n_restarts_optimizer=1,
+                        random_state=0),
+    lambda: SVGPRegressor(num_inducing=8, epochs=5, batch_size=16, random_state=0),
+    lambda: SVGPClassifier(num_inducing=8, epochs=5, batch_size=16, random_state=0),
+], ids=["GPRegressor", "SVGPRegressor", "SVGPClassifier"])
+def test_cross_val_score_in_threads_equals_sequential(make):
+    from joblib import parallel_backend
+    from sklearn.model_selection import cross_val_score
+
+    X, y, _ = _data(n=48)
+    if "Classifier" in type(make()).__name__:
+        y = (y > np.median(y)).astype(int)
+    sequential = cross_val_score(make(), X, y, cv=4)
+    with parallel_backend("threading", n_jobs=2):
+        threaded = cross_val_score(make(), X, y, cv=4, n_jobs=2)
+    # Same arithmetic in every fold: BLAS thread counts change how work is shared, not sums
+    # (blocked reductions may reorder, hence a tolerance at round-off level).
+    np.testing.assert_allclose(threaded, sequential, rtol=1e-9, atol=1e-12)

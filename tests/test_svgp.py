@@ -478,3 +478,20 @@ def test_ciq_whitening_warm_starts_its_deflation_search(monkeypatch):
         # the option is the strategy's own: pathwise samples run CIQ without it
         draws = np.asarray(model.sample_f(X[:5], 3, seed=0))
         assert draws.size == 15 and np.all(np.isfinite(draws))
+
+
+def test_inducing_columns_against_ard_lengthscales_refused_at_construction():
+    # Two-column inducing points with a three-lengthscale ARD kernel: the error comes at
+    # construction and names Z's columns and the kernel's lengthscales, not a later X.
+    from gpnum.errors import ShapeError
+    from gpnum.likelihoods import Softmax
+
+    kernel = Matern52(lengthscale=np.ones(3), xp=np, dtype=np.float64)
+    with pytest.raises(ShapeError,
+                       match=r"inducing_points: 2 columns.*lengthscale of shape \(3,\)"):
+        gpnum.SVGP(kernel, Gaussian(xp=np, dtype=np.float64), np.zeros((4, 2)), num_data=10)
+    with pytest.raises(ShapeError, match="inducing_points: 2 columns"):
+        gpnum.SVGP(kernel, Softmax(3, xp=np, dtype=np.float64), np.zeros((3, 4, 2)),
+                   num_data=10)
+    # matching columns are accepted
+    gpnum.SVGP(kernel, Gaussian(xp=np, dtype=np.float64), np.zeros((4, 3)), num_data=10)

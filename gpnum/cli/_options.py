@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpnum.cli import _argtypes as argtypes
+from gpnum.datasets import available as available_datasets
 from gpnum.optim import DEFAULT_RECIPE as RECIPE
 
 __all__ = ["CLIError", "Parser", "add_training_args", "resolve_optimizer", "LIKELIHOODS",
@@ -37,8 +38,9 @@ def add_training_args(p, *, compare=False):
     ``compare``, which takes lists where ``fit`` takes one value)."""
     data = p.add_argument_group("data")
     data.add_argument("--dataset", default="precip" if compare else "elevators",
-                      help="bundled data set: precip, elevators, bike, energy, elec (default: "
-                           "%(default)s); see 'gpnum datasets'")
+                      help="bundled data set: "
+                           + ", ".join(info.name for info in available_datasets())
+                           + " (default: %(default)s); see 'gpnum datasets'")
     data.add_argument("--csv", default=None, metavar="PATH",
                       help="train on any CSV instead (last column is the target; header "
                            "inferred; gzip allowed)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 
 from gpnum import backend as B
+from gpnum.errors import ShapeError
 from gpnum.linalg import default_block_size
 from gpnum.models._composite import ComposedParameters
 from gpnum.models._distributions import (
@@ -54,6 +55,20 @@ def _in_whitening_pool(method):
     return wrapper
 
 
+
+
+def _check_kernel_accepts(kernel, Z):
+    """Raise at construction, naming Z, when the kernel refuses Z's columns (an ARD kernel
+    with one lengthscale per column of other data): the first fit would otherwise blame X."""
+    d = Z.shape[-1]
+    try:
+        kernel.diag(Z[0, :1, :] if Z.ndim == 3 else Z[:1, :])
+    except ShapeError as err:
+        ell = getattr(kernel, "lengthscale", None)
+        has = "" if ell is None else f" (lengthscale of shape {tuple(ell.shape)})"
+        raise ShapeError(f"inducing_points: {d} columns, which the kernel {type(kernel).__name__}"
+                         f"{has} does not accept: {err}. Give the inducing points one column "
+                         f"per input feature and the kernel one lengthscale per feature") from None
 
 class SVGP(WhitenedMarginals, ComposedParameters):
     """Whitened sparse variational Gaussian process.
@@ -124,6 +139,7 @@ class SVGP(WhitenedMarginals, ComposedParameters):
         num_latent = int(num_latent if num_latent is not None
                          else getattr(likelihood, "num_latent", 1))
         Z = self._adopt_inducing_points(inducing_points, kernel, num_latent=num_latent)
+        _check_kernel_accepts(kernel, Z)
         self._adopt_num_data(num_data)
         self.kernel = kernel
         self.likelihood = likelihood

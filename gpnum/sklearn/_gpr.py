@@ -29,6 +29,26 @@ __all__ = ["GPRegressor"]
 _LBFGS_NAMES = ("lbfgs", "fmin_l_bfgs_b")
 
 
+class _IterationPrinter:
+    """``verbose=2``: the log marginal likelihood after each L-BFGS-B iteration."""
+
+    def __init__(self, name):
+        self.name, self.count = name, 0
+
+    def __call__(self, objective):
+        self.count += 1
+        print(f"{self.name}: iteration {self.count}: log marginal likelihood {objective:.6g}",
+              flush=True)
+
+
+def _print_runs(name, result):
+    for i, run in enumerate(result.runs):
+        kept = "  (kept)" if i == result.best_run else ""
+        print(f"{name}: run {i}: log marginal likelihood {run['objective']:.6g}, "
+              f"{run['num_iter']} iterations, {run['num_eval']} evaluations: "
+              f"{run['stop_reason']}{kept}", flush=True)
+
+
 class GPRegressor(RegressorMixin, GPnumEstimator):
     """Exact Gaussian-process regression (:class:`gpnum.GPR`) as a scikit-learn regressor.
 
@@ -88,6 +108,10 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         ``"array_api_strict"``); default ``GPNUM_BACKEND``.
     dtype : {"float64", "float32"}
         Working precision on the backend.
+    verbose : int
+        0 (default): silent. 1: one line per L-BFGS-B run when the fit ends (log marginal
+        likelihood, iterations, evaluations, SciPy's stop reason). 2: also the log marginal
+        likelihood after every iteration. Printed to standard output.
 
     Attributes
     ----------
@@ -110,7 +134,7 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
     def __init__(self, kernel=None, *, alpha=1e-10, solver="auto", optimizer="lbfgs",
                  n_restarts_optimizer=0, normalize_y=False, random_state=None,
                  learn_noise=False, hyperparameter_bounds=(1e-5, 1e5), maxiter=1000,
-                 backend=None, dtype="float64", max_iter=None):
+                 backend=None, dtype="float64", max_iter=None, verbose=0):
         self.kernel = kernel
         self.alpha = alpha
         self.solver = solver
@@ -124,6 +148,7 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         self.max_iter = max_iter
         self.backend = backend
         self.dtype = dtype
+        self.verbose = verbose
 
     def _default_kernel(self, n_features, xp, dtype):
         return RBF(lengthscale=1.0, variance=1.0, xp=xp, dtype=dtype)
@@ -174,9 +199,14 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         free = [k for k in model.parameters() if k not in fixed]
         self.n_iter_, self.optimizer_result_ = 0, None
         if self.optimizer is not None and free:
+            verbose = check_int(self.verbose, "verbose", 0)
             result = lbfgs(model, fixed=fixed, maxiter=max_iter, n_restarts=restarts,
                            seed=self._seed(), restart_bounds=(low, high),
-                           bounds=(low, high) if self.optimizer == "fmin_l_bfgs_b" else None)
+                           bounds=(low, high) if self.optimizer == "fmin_l_bfgs_b" else None,
+                           callback=_IterationPrinter(type(self).__name__)
+                           if verbose >= 2 else None)
+            if verbose >= 1:
+                _print_runs(type(self).__name__, result)
             self.n_iter_, self.optimizer_result_ = result.num_iter, result
             lml = result.objective
         else:

@@ -3,6 +3,7 @@ trained on minibatches by :func:`gpnum.fit`."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -16,6 +17,7 @@ from gpnum.inducing import kmeans
 from gpnum.likelihoods import LIKELIHOOD_TARGETS, Bernoulli, Gaussian, canonical_name
 from gpnum.models import SVGP, default_kernel, default_likelihood, inducing_jitter
 from gpnum.optim import DEFAULT_RECIPE as _RECIPE
+from gpnum.optim import default_epochs
 from gpnum.optim import fit as gpnum_fit
 from gpnum.sklearn._base import (
     GPnumEstimator,
@@ -25,7 +27,46 @@ from gpnum.sklearn._base import (
     normalisation,
 )
 
-__all__ = ["SVGPClassifier", "SVGPRegressor"]
+__all__ = ["SVGPClassifier", "SVGPRegressor", "auto_epochs", "auto_num_inducing"]
+
+#: Inducing points at most under ``num_inducing="auto"``.
+MAX_AUTO_INDUCING = 500
+#: From this many training rows on, ``epochs="auto"`` is gpnum.fit's default recipe.
+RECIPE_ROWS = 3000
+#: Minibatch steps at least under ``epochs="auto"``.
+MIN_AUTO_STEPS = 100
+
+
+def auto_num_inducing(num_data, num_distinct=None):
+    """``num_inducing="auto"``: ``m = min(500, n_distinct, ceil(4 sqrt(n)))``.
+
+    For smooth kernels few inducing points suffice (Burt, Rasmussen & van der Wilk 2019,
+    sec. 4: ``m`` growing like a power of ``log n`` for the squared-exponential kernel and
+    Gaussian inputs), while each step costs O(b m^2 + m^3). ``4 sqrt(n)`` is a practical rule,
+    measured on bundled data sets (docs/sklearn.md): cheap on small data, the cap of 500 from
+    n = 15,625 on.
+
+    >>> auto_num_inducing(426), auto_num_inducing(3000), auto_num_inducing(20000)
+    (83, 220, 500)
+    """
+    n = int(num_data)
+    distinct = n if num_distinct is None else int(num_distinct)
+    return max(1, min(MAX_AUTO_INDUCING, distinct, math.ceil(4.0 * math.sqrt(n))))
+
+
+def auto_epochs(num_data, batch_size):
+    """``epochs="auto"``: for ``n >= 3000`` gpnum.fit's default recipe
+    (:func:`gpnum.optim.default_epochs`: 20 epochs or 1,500 steps, whichever is more); below,
+    as many epochs as ``max(100, ceil(n / 2))`` minibatch steps take.
+
+    >>> auto_epochs(426, 256), auto_epochs(60, 256), auto_epochs(12449, 256)
+    (107, 100, 31)
+    """
+    n, b = int(num_data), int(batch_size)
+    if n >= RECIPE_ROWS:
+        return default_epochs(n, b)
+    steps = max(MIN_AUTO_STEPS, -(-n // 2))
+    return -(-steps // -(-n // b))
 
 
 class _SVGPEstimator(GPnumEstimator):
@@ -39,8 +80,10 @@ class _SVGPEstimator(GPnumEstimator):
         return False  # SVGPClassifier's option
 
     def _check_svgp_settings(self):
-        check_int(self.num_inducing, "num_inducing", 1)
-        if self.epochs is not None:
+        if not (isinstance(self.num_inducing, str) and self.num_inducing == "auto"):
+            check_int(self.num_inducing, "num_inducing", 1)
+        if self.epochs is not None and not (isinstance(self.epochs, str)
+                                            and self.epochs == "auto"):
             check_int(self.epochs, "epochs", 1)
         check_int(self.batch_size, "batch_size", 1)
         if self.whitening not in ("cholesky", "ciq"):
@@ -54,7 +97,15 @@ class _SVGPEstimator(GPnumEstimator):
         """Build the SVGP on k-means inducing points and train it with :func:`gpnum.fit`."""
         seed = self._seed()
         Xb = B.asarray(X, dtype=dtype, xp=xp)
-        m = min(int(self.num_inducing), int(np.unique(X, axis=0).shape[0]))
+        n, distinct = X.shape[0], int(np.unique(X, axis=0).shape[0])
+        if isinstance(self.num_inducing, str):  # "auto"
+            m = auto_num_inducing(n, distinct)
+        else:
+            m = min(int(self.num_inducing), distinct)
+        if isinstance(self.epochs, str):  # "auto"
+            epochs = auto_epochs(n, self.batch_size)
+        else:
+            epochs = None if self.epochs is None else int(self.epochs)
         Z = kmeans(Xb, m, seed=seed)
         if self._separate_inducing():
             # One set per latent function, all starting at the same k-means points.
@@ -63,10 +114,10 @@ class _SVGPEstimator(GPnumEstimator):
         model = SVGP(self._initial_kernel(X.shape[1], xp, dtype), likelihood, Z,
                      num_data=X.shape[0], whitening=self.whitening, jitter=jitter)
         history = gpnum_fit(model, Xb, B.asarray(y_model, dtype=dtype, xp=xp),
-                            epochs=None if self.epochs is None else int(self.epochs),
+                            epochs=epochs,
                             batch_size=int(self.batch_size),
                             optimizer=self.optimizer, lr=float(self.lr), gamma=float(self.gamma),
-                            seed=seed, progress=False)
+                            seed=seed, progress=bool(self.verbose))
         if history.stopped is not None:
             warnings.warn(f"{type(self).__name__}: training stopped early: {history.stopped}",
                           RuntimeWarning, stacklevel=3)
@@ -76,6 +127,7 @@ class _SVGPEstimator(GPnumEstimator):
         self.elbo_ = float(history.epoch_elbo[-1])
         self.history_ = history
         self.num_inducing_ = m
+        self.epochs_ = len(history.epoch_elbo)
         return model
 
     def __getstate__(self):
@@ -106,16 +158,22 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
     """Sparse variational GP regression (:class:`gpnum.SVGP`, Hensman et al. 2013/2015),
     trained on minibatches by :func:`gpnum.fit` (natural gradients for q, Adam for the rest).
 
+    For data of up to a few thousand rows prefer :class:`GPRegressor`: the exact GP is
+    faster there and has no approximation (docs/sklearn.md measures both).
+
     Parameters
     ----------
     kernel : gpnum kernel, optional
         Default: ARD Matern-5/2 with unit lengthscales and variance (gpnum's recipe).
-    num_inducing : int
+    num_inducing : int or "auto"
         Number of inducing points ``m``, placed by k-means (at most the number of distinct
-        training inputs) and then learned.
-    epochs : int, optional
-        Passes over the data. Default: gpnum's default recipe (as :func:`gpnum.fit`): 20, or
-        as many as 1,500 minibatch steps take, whichever is more.
+        training inputs) and then learned. ``"auto"`` (default): ``min(500, n_distinct,
+        ceil(4 sqrt(n)))`` for ``n`` training rows (:func:`auto_num_inducing`).
+    epochs : int, "auto" or None
+        Passes over the data. ``"auto"`` (default): for ``n >= 3000`` gpnum's default recipe
+        (as :func:`gpnum.fit`: 20, or as many as 1,500 minibatch steps take, whichever is
+        more); below, as many as ``max(100, ceil(n / 2))`` minibatch steps take
+        (:func:`auto_epochs`). None: gpnum's default recipe at every size.
     batch_size : int
         Minibatch size.
     likelihood : str
@@ -133,6 +191,9 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
         Seeds k-means, the minibatch order and :meth:`sample_y`'s default.
     backend : str, optional
     dtype : {"float64", "float32"}
+    verbose : int
+        0 (default): silent; 1 or more: :func:`gpnum.fit`'s progress (a tqdm bar in steps
+        with the minibatch ELBO and an ETA, or one line per epoch without tqdm).
 
     Attributes
     ----------
@@ -141,12 +202,16 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
         Mean minibatch ELBO of the last epoch (scaled to the whole training set).
     history_ : gpnum.optim.History
     num_inducing_ : int
+        Inducing points used (per latent function).
+    epochs_ : int
+        Passes over the data made.
     n_features_in_ : int
     """
 
-    def __init__(self, kernel=None, *, num_inducing=500, epochs=None,
+    def __init__(self, kernel=None, *, num_inducing="auto", epochs="auto",
                  batch_size=_RECIPE["batch_size"], likelihood="gaussian", whitening="cholesky",
-                 optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"], normalize_y=True, random_state=None, backend=None, dtype="float64"):
+                 optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"], normalize_y=True,
+                 random_state=None, backend=None, dtype="float64", verbose=0):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.epochs = epochs
@@ -160,6 +225,7 @@ class SVGPRegressor(RegressorMixin, _SVGPEstimator):
         self.random_state = random_state
         self.backend = backend
         self.dtype = dtype
+        self.verbose = verbose
 
     def _make_likelihood(self, xp, dtype):
         lik = _likelihood_by_name(self.likelihood, ("real", "count", "positive", "unit"), xp,
@@ -224,20 +290,25 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
     """Sparse variational GP classification (:class:`gpnum.SVGP`; Hensman, Matthews &
     Ghahramani 2015), binary or many-class, trained by :func:`gpnum.fit`.
 
+    The defaults (``num_inducing="auto"``, ``epochs="auto"``) scale with the data: a few
+    hundred rows fit in seconds (docs/sklearn.md measures them against scikit-learn's
+    ``GaussianProcessClassifier``).
+
     Parameters
     ----------
     kernel : gpnum kernel, optional
         Default: ARD Matern-5/2 with unit lengthscales and variance. Many-class models share
         it between their latent functions (one per class).
-    num_inducing, batch_size : int
-    epochs : int, optional
-        Default: gpnum's default recipe, as :class:`SVGPRegressor`.
+    num_inducing : int or "auto"
+    epochs : int, "auto" or None
+        As for :class:`SVGPRegressor` (the same ``"auto"`` rules, defaults).
+    batch_size : int
     likelihood : str
         ``"auto"`` (default): ``"bernoulli"`` (probit) for two classes, otherwise ``"softmax"``
         when gpnum.likelihoods has it, else ``"robustmax"``. Also ``"probit"`` / ``"logit"``
         (Bernoulli with that link, two classes), ``"robustmax"``, ``"softmax"``, or the name of
         another gpnum many-class likelihood taking ``num_classes``.
-    whitening, optimizer, lr, gamma, random_state, backend, dtype
+    whitening, optimizer, lr, gamma, random_state, backend, dtype, verbose
         As for :class:`SVGPRegressor`.
     separate_inducing : bool
         Many-class likelihoods: ``num_inducing`` inducing points per latent function (class),
@@ -247,14 +318,15 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
-    kernel_, model_, elbo_, history_, num_inducing_, n_features_in_
+    kernel_, model_, elbo_, history_, num_inducing_, epochs_, n_features_in_
         As for :class:`SVGPRegressor`.
     """
 
-    def __init__(self, kernel=None, *, num_inducing=500, epochs=None,
+    def __init__(self, kernel=None, *, num_inducing="auto", epochs="auto",
                  batch_size=_RECIPE["batch_size"], likelihood="auto", whitening="cholesky",
                  optimizer="ngd", lr=_RECIPE["lr"], gamma=_RECIPE["gamma"],
-                 random_state=None, backend=None, dtype="float64", separate_inducing=False):
+                 random_state=None, backend=None, dtype="float64", separate_inducing=False,
+                 verbose=0):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.epochs = epochs
@@ -268,6 +340,7 @@ class SVGPClassifier(ClassifierMixin, _SVGPEstimator):
         self.random_state = random_state
         self.backend = backend
         self.dtype = dtype
+        self.verbose = verbose
 
     def _separate_inducing(self):
         return bool(self.separate_inducing)
