@@ -1,12 +1,21 @@
 """gpnum: scalable Gaussian processes written once against the Python array API."""
 
-from gpnum import backend
+from gpnum import (
+    backend,
+    ciq,
+    datasets,
+    distributed,
+    divergences,
+    hmm,
+    inducing,
+    kernels,
+    likelihoods,
+    linalg,
+    optim,
+)
+from gpnum.checkpoint import load, save
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
-from gpnum import ciq, datasets, divergences, kernels, likelihoods, linalg  # noqa: E402
-from gpnum.models import GPR, GVI, SGPR, SVGP, SVTP  # noqa: E402
-from gpnum import hmm, inducing, optim  # noqa: E402
-from gpnum.checkpoint import load, save  # noqa: E402
-from gpnum import distributed  # noqa: E402  (Dask itself is imported on first use)
+from gpnum.models import GPR, GVI, SGPR, SVGP, SVTP
 
 
 def fit(model, X=None, y=None, *, client=None, **kwargs):

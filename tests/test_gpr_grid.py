@@ -11,13 +11,13 @@
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
+from test_linalg_cases import torch_single_thread  # noqa: F401
 
 from gpnum import backend as B
 from gpnum.kernels import RBF, Matern52, Product
 from gpnum.likelihoods import Gaussian
 from gpnum.models import GPR
-from gradcheck import check_grad
-from test_linalg_cases import torch_single_thread  # noqa: F401
 
 EXACT_CG = {"probe_design": "hadamard", "train_rtol": 1e-7, "maxiter": 500, "precond_rank": 3,
             "predict_rtol": 1e-11, "variance_checks": 0}

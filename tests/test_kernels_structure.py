@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gpnum.backend import to_numpy
-from gpnum.kernels import (RBF, Cosine, Grid, Linear, Matern32, Matern52, Product,
-                           grid_from_inputs, grid_operator, ski_operator)
-from gpnum.linalg import Kronecker, Toeplitz
 from gradcheck import check_grad
 from test_linalg_cases import torch_single_thread  # noqa: F401
+
+from gpnum.backend import to_numpy
+from gpnum.kernels import (
+    RBF,
+    Cosine,
+    Grid,
+    Linear,
+    Matern32,
+    Matern52,
+    Product,
+    grid_from_inputs,
+    grid_operator,
+    ski_operator,
+)
+from gpnum.linalg import Kronecker, Toeplitz
 
 
 def _grid(to_xp, *axes):

@@ -7,14 +7,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gpnum.backend import scatter_add, to_numpy
-from gpnum.errors import NotPSDError, ShapeError
-from gpnum.linalg import (Dense, Interpolated, KernelMatrix, Kronecker, KroneckerShiftedEig,
-                          Masked, Toeplitz, cubic_interpolation_weights)
 from gradcheck import check_grad
 from test_linalg_cases import RBFKernel, rbf_numpy, torch_single_thread  # noqa: F401
 from test_linalg_operators import OperatorContract
+
+from gpnum.backend import scatter_add, to_numpy
+from gpnum.errors import NotPSDError, ShapeError
+from gpnum.linalg import (
+    Dense,
+    Interpolated,
+    KernelMatrix,
+    Kronecker,
+    KroneckerShiftedEig,
+    Masked,
+    Toeplitz,
+    cubic_interpolation_weights,
+)
 
 
 def _rng(seed):
@@ -29,7 +37,7 @@ def toeplitz_dense(c):
     T = np.empty((len(cells), len(cells)))
     for i, a in enumerate(cells):
         for j, b in enumerate(cells):
-            T[i, j] = c[tuple(abs(x - y) for x, y in zip(a, b))]
+            T[i, j] = c[tuple(abs(x - y) for x, y in zip(a, b, strict=False))]
     return T
 
 

@@ -6,25 +6,38 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 ``GPNUM_DTYPE`` (``float64`` by default, or ``float32``).
 """
 
-from gpnum.backend._convert import (asarray, device_of, get_namespace, host_device, is_array,
-                                    same_namespace_dtype_device, to_numpy)
 from gpnum.backend._blas import blas_pool, flat_dot, lower_matmul, matmul, matmul_writer, row_dots
-from gpnum.backend._linalg import (
-    cho_inverse,
-    cho_solve,
-    cholesky,
-    cholesky_vjp,
-    cholesky_vjp_inner,
-    default_jitter,
-    relative_jitter,
-    solve_triangular,
-    triangular_inverse,
-    triangular_matmul,
+from gpnum.backend._convert import (
+                                    asarray,
+                                    device_of,
+                                    get_namespace,
+                                    host_device,
+                                    is_array,
+                                    same_namespace_dtype_device,
+                                    to_numpy,
 )
-from gpnum.backend._namespace import BACKENDS, backend_name, default_dtype, namespace, namespace_by_name
+from gpnum.backend._linalg import (
+                                    cho_inverse,
+                                    cho_solve,
+                                    cholesky,
+                                    cholesky_vjp,
+                                    cholesky_vjp_inner,
+                                    default_jitter,
+                                    relative_jitter,
+                                    solve_triangular,
+                                    triangular_inverse,
+                                    triangular_matmul,
+)
+from gpnum.backend._namespace import (
+                                    BACKENDS,
+                                    backend_name,
+                                    default_dtype,
+                                    namespace,
+                                    namespace_by_name,
+)
 from gpnum.backend._random import Generator, default_rng
-from gpnum.backend._threads import blas_threads, set_blas_threads
 from gpnum.backend._scatter import scatter_add
+from gpnum.backend._threads import blas_threads, set_blas_threads
 
 __all__ = [
     "BACKENDS",

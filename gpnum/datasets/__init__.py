@@ -27,8 +27,8 @@ from gpnum.datasets._load import load, load_csv
 from gpnum.datasets._multioutput import MultiOutputData, load_multioutput
 from gpnum.datasets._registry import DatasetInfo, available
 from gpnum.datasets._series import load_series
-from gpnum.datasets._subsets import add_outliers, holdout, random_subset
 from gpnum.datasets._stream import NpyBatches
+from gpnum.datasets._subsets import add_outliers, holdout, random_subset
 
 __all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "NpyBatches", "RANDOM_FRACTIONS", "TASKS",
            "add_outliers", "available", "holdout", "load", "load_csv", "load_series",

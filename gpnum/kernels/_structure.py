@@ -231,7 +231,7 @@ def _axis_even(kernel, lags, dims):
     tol = (1e-5 if lags.dtype == xp.float32 else 1e-10) * max(scale, 1e-300)
     for signs in itertools.product((1.0, -1.0), repeat=len(dims) - 1):
         flip = [1.0] * lags.shape[1]
-        for j, s in zip(dims[1:], signs):
+        for j, s in zip(dims[1:], signs, strict=False):
             flip[j] = s
         if all(s == 1.0 for s in signs):
             continue
@@ -290,7 +290,7 @@ def grid_operator(kernel, grid, dims=None, compute_dtype=None):
     groups = _product_groups(kernel, dims)
     if groups is not None:
         factors = [grid_operator(k, grid, g, compute_dtype)
-                   for k, g in zip(kernel.kernels, groups)]
+                   for k, g in zip(kernel.kernels, groups, strict=False)]
         return KernelKronecker(kernel, factors)
     shape = tuple(grid.shape[j] for j in dims)
     if _is_stationary(kernel) and all(grid.shape[j] == 1 or grid.spacing(j) is not None

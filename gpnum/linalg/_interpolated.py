@@ -178,7 +178,7 @@ class Interpolated(LinearOperator):
 def grid_points(lower, spacing, sizes, xp, dtype, device):
     """The points of a regular grid, shape (prod sizes, d), row-major (last dimension fastest)."""
     axes = [float(lo) + float(h) * xp.arange(int(s), dtype=dtype, device=device)
-            for lo, h, s in zip(lower, spacing, sizes)]
+            for lo, h, s in zip(lower, spacing, sizes, strict=False)]
     mesh = xp.meshgrid(*axes, indexing="ij")
     return xp.stack([xp.reshape(g, (-1,)) for g in mesh], axis=1) if axes else None
 

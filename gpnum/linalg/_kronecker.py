@@ -106,7 +106,7 @@ class Kronecker(LinearOperator):
         xp = self.xp
         out = None
         r, c = rows, cols
-        for op, nr, nc in reversed(list(zip(self.factors, self.row_sizes, self.col_sizes))):
+        for op, nr, nc in reversed(list(zip(self.factors, self.row_sizes, self.col_sizes, strict=False))):
             ri, ci = r % nr, c % nc
             r, c = r // nr, c // nc
             if hasattr(op, "entries"):

@@ -211,8 +211,8 @@ def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
                                      xp.zeros((p, B - 1, J, 1), dtype=A.dtype, device=dev)],
                                     axis=1)
     agg = tuple(agg)
-    for l in range(1, L):
-        sl = slice(l * B, (l + 1) * B)
+    for j in range(1, L):
+        sl = slice(j * B, (j + 1) * B)
         tl = None
         if with_t:
             tl = agg[5:] + (dA3[:, sl, ...], dQ3[:, sl, ...], dy3[:, sl], dR)
@@ -230,8 +230,8 @@ def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
         dvalue = xp.zeros((p,), dtype=A.dtype, device=dev)
     # ---- pass 3: the filter inside every block
     value = 0.0
-    for l in range(L):
-        sl = slice(l * B, (l + 1) * B)
+    for j in range(L):
+        sl = slice(j * B, (j + 1) * B)
         Al, Ql, yl, w = A3[sl, ...], Q3[sl, ...], y3[sl], obs[sl]
         mp = _mv(Al, m)
         AP = Al @ P

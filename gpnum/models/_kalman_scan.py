@@ -82,10 +82,10 @@ def associative_scan(combine, elems):
     if rest > 0:
         filled = combine(tuple(_take(o, 0, rest) for o in odd),
                          tuple(_take(e, 2, 2 * rest + 1, 2) for e in elems))
-        even = tuple(xp.concat([f, r], axis=-3) for f, r in zip(first, filled))
+        even = tuple(xp.concat([f, r], axis=-3) for f, r in zip(first, filled, strict=False))
     else:
         even = first
-    return tuple(_interleave(xp, e, o, n) for e, o in zip(even, odd))
+    return tuple(_interleave(xp, e, o, n) for e, o in zip(even, odd, strict=False))
 
 
 # ------------------------------------------------------------------------------ helpers
