@@ -165,6 +165,17 @@ class LinearOperator:
                            self.dtype)
         return self._matmat(onehot)
 
+    def _columns_from_entries(self, indices):
+        """``columns`` for operators with an elementwise ``entries(rows, cols)`` (structured
+        operators whose entries cost O(1) each): every row of the chosen columns at once."""
+        xp = self.xp
+        idx = self._check_indices(indices)
+        n, r = self.shape[0], idx.shape[0]
+        rows = xp.reshape(xp.broadcast_to(xp.arange(n, device=self.device)[:, None], (n, r)),
+                          (-1,))
+        cols = xp.reshape(xp.broadcast_to(idx[None, :], (n, r)), (-1,))
+        return xp.reshape(self.entries(rows, cols), (n, r))
+
     def _check_indices(self, indices):
         xp = self.xp
         if not is_array(indices) or get_namespace(indices) is not xp or indices.ndim != 1:

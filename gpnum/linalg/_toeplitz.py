@@ -142,13 +142,7 @@ class Toeplitz(LinearOperator):
         return xp.reshape(self.entries(rows, cols), (n, n))
 
     def columns(self, indices):
-        xp = self.xp
-        idx = self._check_indices(indices)
-        n, r = self.shape[0], idx.shape[0]
-        rows = xp.reshape(xp.broadcast_to(xp.arange(n, device=self.device)[:, None], (n, r)),
-                          (-1,))
-        cols = xp.reshape(xp.broadcast_to(idx[None, :], (n, r)), (-1,))
-        return xp.reshape(self.entries(rows, cols), (n, r))
+        return self._columns_from_entries(indices)
 
     def _param_vjp(self, U, V):
         xp = self.xp
