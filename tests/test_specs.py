@@ -33,6 +33,7 @@ def _every_kernel():
         "Polynomial": K.Polynomial(3, variance=0.2, offset=0.5),
         "RBF": K.RBF(0.6, 1.7, active_dims=[1]),
         "RationalQuadratic": K.RationalQuadratic(0.8, alpha=2.0),
+        "SHO": K.SHO(0.7, period=1.3, quality=2.0, active_dims=[0]),
         "SpectralMixture": K.SpectralMixture(2, 2),
         "Sum": K.Sum(K.RBF(1.0), K.White(0.1), active_dims=[0, 1]),
         "White": K.White(0.2) + K.RBF(),
