@@ -30,6 +30,7 @@ import time
 import numpy as np
 import torch
 
+from gpnum.backend import set_blas_threads
 from gpnum.kernels import ICM, RBF
 from gpnum.likelihoods import Gaussian
 from gpnum.models import MultiOutputGPR
@@ -39,6 +40,8 @@ n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 t = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 mode = sys.argv[3] if len(sys.argv) > 3 else "dense"
 RANK, D = 2, 3
+# two BLAS threads for gpnum's hot paths (its default is one), as torch gets below
+set_blas_threads(2)
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-2.0, 2.0, (n, D))

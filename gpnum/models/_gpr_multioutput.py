@@ -191,6 +191,12 @@ class MultiOutputGPR(FullBatchGaussianModel):
         return self.solver != "cholesky" and self._kronecker_applies(self._own_mask)
 
     @property
+    def blas_pool(self) -> str:
+        """NumPy's BLAS pool on the Kronecker path (its eigendecompositions and products are
+        NumPy's), SciPy's on the Cholesky paths (:func:`gpnum.backend.blas_pool`)."""
+        return "numpy" if self.uses_kronecker else "scipy"
+
+    @property
     def uses_independent(self) -> bool:
         """Whether the outputs are independent (:class:`~gpnum.kernels.IndependentOutputs`,
         ``solver="auto"``): then one factorisation per output on its observed rows."""
