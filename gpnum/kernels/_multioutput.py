@@ -86,19 +86,9 @@ class MultiOutputKernel(Parameterised):
 
     # ------------------------------------------------------------------ parameters
     def _split(self, values: dict) -> list:
-        children = self._children()
-        index = {p: i for i, (p, _) in enumerate(children)}
-        parts, unknown = [dict() for _ in children], []
-        for key, v in values.items():
-            head, dot, rest = str(key).partition(".")
-            if dot and head in index:
-                parts[index[head]][rest] = v
-            else:
-                unknown.append(key)
-        if unknown:
-            raise KeyError(f"unknown parameter(s) {sorted(map(str, unknown))}; this kernel has "
-                           f"{list(self.parameters())}")
-        return parts
+        """``{name: v}`` -> [child values] by prefix (ParentKernel's split: no own
+        parameters here); unknown names raise."""
+        return ParentKernel._split(self, values)[1]
 
     def _join(self, parts: list) -> dict:
         out = {}

@@ -32,7 +32,7 @@ import math
 from gpnum.backend import get_namespace
 from gpnum.errors import NotPSDError
 
-__all__ = ["kronecker_factors", "kronecker_lml", "kronecker_predict"]
+__all__ = ["gaussian_log_density", "kronecker_factors", "kronecker_lml", "kronecker_predict"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -158,3 +158,11 @@ def kronecker_predict(f, A, B, Ks, prior, how):
         qq = Q[:, c:c + 1] * Q[None, :, c]                              # (t, t)
         cov = cov - xp.reshape(Pc[:, None, :, None] * qq[None, :, None, :], (m * t, m * t))
     return mean, cov
+
+
+def gaussian_log_density(y, mean, var):
+    """Elementwise ``log N(y; mean, var)`` (any matching shapes): the per-entry predictive
+    densities of the multi-output models."""
+    xp = get_namespace(y, mean, var)
+    r = y - mean
+    return -0.5 * (math.log(2.0 * math.pi) + xp.log(var)) - 0.5 * r * r / var

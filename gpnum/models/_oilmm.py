@@ -39,6 +39,7 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import IndependentOutputs, Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.models._composite import FullBatchGaussianModel
+from gpnum.models._multioutput_math import gaussian_log_density
 
 __all__ = ["OILMM"]
 
@@ -309,8 +310,6 @@ class OILMM(FullBatchGaussianModel):
 
     def log_predictive_density(self, Xnew, Ynew):
         """Per-entry marginal ``log N(Ynew[i, a]; mean, var)``, shape (m, t)."""
-        xp = self.xp
         mean, var = self.predict_y(Xnew)
-        Ynew = asarray(Ynew, dtype=self.dtype, xp=xp, device=self._device)
-        r = Ynew - mean
-        return -0.5 * (_LOG_2PI + xp.log(var)) - 0.5 * r * r / var
+        Ynew = asarray(Ynew, dtype=self.dtype, xp=self.xp, device=self._device)
+        return gaussian_log_density(Ynew, mean, var)

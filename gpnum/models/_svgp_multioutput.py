@@ -30,6 +30,7 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import IndependentOutputs, Kernel
 from gpnum.likelihoods import Gaussian
 from gpnum.models._composite import ComposedParameters
+from gpnum.models._multioutput_math import gaussian_log_density
 
 __all__ = ["LMCSVGP", "stack_outputs"]
 
@@ -356,11 +357,9 @@ class LMCSVGP(ComposedParameters):
 
     def log_predictive_density(self, X, y):
         """Per-pair ``log N(y_i; mean_i, var_i + sigma_{a_i}^2)``, shape (b,)."""
-        xp = self.xp
         mean, var = self.predict_y(X)
-        y = asarray(y, dtype=self.dtype, xp=xp, device=self._device)
-        r = y - mean
-        return -0.5 * (_LOG_2PI + xp.log(var)) - 0.5 * r * r / var
+        y = asarray(y, dtype=self.dtype, xp=self.xp, device=self._device)
+        return gaussian_log_density(y, mean, var)
 
     def predict_outputs(self, Xnew, full_output_cov=False):
         """Every output at plain inputs ``Xnew`` (m, d): mean (m, t) and variances (m, t), or
