@@ -710,7 +710,13 @@ def test_blas_threads_setting_from_the_environment(monkeypatch):
         monkeypatch.setenv("GPNUM_BLAS_THREADS", bad)
         with pytest.raises(ValueError, match="GPNUM_BLAS_THREADS: expected a positive integer"):
             B.blas_threads()
+        with pytest.raises(ValueError, match="GPNUM_BLAS_THREADS"), B.blas_pool("numpy"):
+            pass  # a block refuses a bad setting before it changes anything
     monkeypatch.delenv("GPNUM_BLAS_THREADS")
+    assert _threads._depth == 0 and _threads._saved is None
+    from gpnum.backend import _blas
+
+    assert getattr(_blas._POOL, "name", "scipy") == "scipy"  # the refused blocks left no pool
     for bad in (0, 2.5, True, "x"):
         with pytest.raises(ValueError, match="threads: expected a positive integer"):
             B.set_blas_threads(bad)

@@ -61,9 +61,9 @@ def blas_pool(name):
     """
     if name not in _POOLS:
         raise ValueError(f"name: expected 'scipy' or 'numpy', got {name!r}")
+    _threads.enter(name)  # first: a bad GPNUM_BLAS_THREADS raises before anything changes
     previous = getattr(_POOL, "name", "scipy")
     _POOL.name = name
-    _threads.enter(name)
     try:
         yield
     finally:

@@ -106,11 +106,10 @@ def enter(pool):
     :func:`leave`. Only the outermost block of the process sets thread counts."""
     global _depth, _saved
     with _lock:
+        if _depth == 0:
+            threads = blas_threads()  # a bad GPNUM_BLAS_THREADS raises here, before any count
         _depth += 1
-        if _depth > 1:
-            return
-        threads = blas_threads()
-        if threads is None:
+        if _depth > 1 or threads is None:
             return
         controllers = _find_controllers()
         _saved = []
