@@ -102,14 +102,15 @@ def _find_controllers():
 
 
 def enter(pool):
-    """Open a block whose work runs in ``pool`` ("numpy" or "scipy"); return a token for
-    :func:`leave`. Only the outermost block of the process sets thread counts."""
+    """Open a block whose work runs in ``pool`` ("numpy" or "scipy"); :func:`leave` closes it.
+    Only the outermost block of the process sets thread counts."""
     global _depth, _saved
     with _lock:
-        if _depth == 0:
-            threads = blas_threads()  # a bad GPNUM_BLAS_THREADS raises here, before any count
+        outermost = _depth == 0
+        # a bad GPNUM_BLAS_THREADS raises here, before the count changes
+        threads = blas_threads() if outermost else None
         _depth += 1
-        if _depth > 1 or threads is None:
+        if not outermost or threads is None:
             return
         controllers = _find_controllers()
         _saved = []
