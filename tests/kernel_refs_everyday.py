@@ -37,6 +37,13 @@ def rbf_reference(X1, X2, lengthscale, variance=1.0):
     return ref_rbf(X1, X2, X1 is X2, {"lengthscale": lengthscale, "variance": variance})
 
 
+def matern32_reference(X1, X2, lengthscale, variance=1.0):
+    """Dense Matern-3/2 gram ``variance (1 + sqrt(3) r) exp(-sqrt(3) r)``, ``r`` the scaled
+    distance (n1, n2), float64; ``lengthscale`` a number or one per input dimension."""
+    r = np.sqrt(np.sum((_tau(X1, X2) / lengthscale) ** 2, axis=-1))
+    return variance * (1.0 + math.sqrt(3.0) * r) * np.exp(-math.sqrt(3.0) * r)
+
+
 def ref_rq(X1, X2, same, p):
     r2 = np.sum((_tau(X1, X2) / p["lengthscale"]) ** 2, axis=-1)
     return p["variance"] * PROFILES["RationalQuadratic"](r2, p)
