@@ -31,8 +31,10 @@ import math
 
 from gpnum.backend import get_namespace
 from gpnum.errors import NotPSDError
+from gpnum.kernels import Kernel
+from gpnum.likelihoods import Gaussian
 
-__all__ = ["gaussian_log_density", "kronecker_factors", "kronecker_lml", "kronecker_predict"]
+__all__ = ["check_latent_kernels", "gaussian_log_density", "kronecker_factors", "kronecker_lml", "kronecker_predict"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -166,3 +168,15 @@ def gaussian_log_density(y, mean, var):
     xp = get_namespace(y, mean, var)
     r = y - mean
     return -0.5 * (math.log(2.0 * math.pi) + xp.log(var)) - 0.5 * r * r / var
+
+
+def check_latent_kernels(kernels, likelihood):
+    """The latent kernels of a mixing model (OILMM, LMCSVGP) as a list, after checking that
+    they are gpnum kernels and that the likelihood is Gaussian (the models' closed forms)."""
+    kernels = list(kernels)
+    if not kernels or not all(isinstance(k, Kernel) for k in kernels):
+        raise TypeError("kernels: expected a non-empty sequence of gpnum kernels")
+    if not isinstance(likelihood, Gaussian):
+        raise TypeError(f"likelihood: expected gpnum.likelihoods.Gaussian, got "
+                        f"{type(likelihood).__name__}")
+    return kernels

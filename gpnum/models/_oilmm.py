@@ -36,10 +36,9 @@ from gpnum.backend import (
     solve_triangular,
 )
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.kernels import IndependentOutputs, Kernel
-from gpnum.likelihoods import Gaussian
+from gpnum.kernels import IndependentOutputs
 from gpnum.models._composite import FullBatchGaussianModel
-from gpnum.models._multioutput_math import gaussian_log_density
+from gpnum.models._multioutput_math import check_latent_kernels, gaussian_log_density
 
 __all__ = ["OILMM"]
 
@@ -107,12 +106,7 @@ class OILMM(FullBatchGaussianModel):
 
     def __init__(self, kernels, likelihood, X, Y, *, mixing=None, scales=None,
                  latent_noise=None, mean=0.0):
-        kernels = list(kernels)
-        if not kernels or not all(isinstance(k, Kernel) for k in kernels):
-            raise TypeError("kernels: expected a non-empty sequence of gpnum kernels")
-        if not isinstance(likelihood, Gaussian):
-            raise TypeError(f"likelihood: expected gpnum.likelihoods.Gaussian, got "
-                            f"{type(likelihood).__name__}")
+        kernels = check_latent_kernels(kernels, likelihood)
         if tuple(likelihood.variance.shape) != ():
             raise ShapeError("likelihood.variance: OILMM's observation noise is shared by all "
                              f"outputs (shape ()), got {describe_shape(likelihood.variance.shape)}")

@@ -27,10 +27,9 @@ import math
 
 from gpnum.backend import asarray, blas_pool, cholesky, cholesky_vjp, is_array, solve_triangular
 from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
-from gpnum.kernels import IndependentOutputs, Kernel
-from gpnum.likelihoods import Gaussian
+from gpnum.kernels import IndependentOutputs
 from gpnum.models._composite import ComposedParameters
-from gpnum.models._multioutput_math import gaussian_log_density
+from gpnum.models._multioutput_math import check_latent_kernels, gaussian_log_density
 
 __all__ = ["LMCSVGP", "stack_outputs"]
 
@@ -103,12 +102,7 @@ class LMCSVGP(ComposedParameters):
 
     def __init__(self, kernels, likelihood, inducing_points, *, num_outputs, num_data, W=None,
                  mean=0.0, jitter=1e-6):
-        kernels = list(kernels)
-        if not kernels or not all(isinstance(k, Kernel) for k in kernels):
-            raise TypeError("kernels: expected a non-empty sequence of gpnum kernels")
-        if not isinstance(likelihood, Gaussian):
-            raise TypeError(f"likelihood: expected gpnum.likelihoods.Gaussian, got "
-                            f"{type(likelihood).__name__}")
+        kernels = check_latent_kernels(kernels, likelihood)
         Z = self._adopt_inducing_points(inducing_points, kernels[0])
         self._adopt_num_data(num_data)
         t = int(num_outputs)
