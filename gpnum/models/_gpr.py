@@ -212,11 +212,12 @@ class GPR(FullBatchGaussianModel):
             K, vjp = self.kernel.gram_and_vjp(X)
         else:
             K, vjp = self.kernel(X), None
-        noise = (xp.astype(self.likelihood.variance, high, copy=False)
-                 * xp.eye(n, dtype=high, device=self._device))
-        # A new array: the gram's backward pass may read K, which must stay unmodified.
+        # The noise variance goes in as the factorisation's shift: the Cholesky works on its own
+        # copy (the gram's backward pass may read K, which must stay unmodified), and no
+        # (n, n) identity or sum is formed.
+        noise = float(self.likelihood.variance)
         try:
-            L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter,
+            L = cholesky(xp.astype(K, high, copy=False), shift=noise + self.jitter,
                          what="GPR's K + noise variance I")
         except NotPSDError as exc:
             raise self._not_psd(f"K + noise variance I (n = {n}, noise variance "
@@ -246,7 +247,7 @@ class GPR(FullBatchGaussianModel):
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(xp.linalg.diagonal(K_bar)))
         # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
         K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - K_bar)
-        g_kernel = vjp(xp.astype(K_bar, self.dtype, copy=False))["params"]
+        g_kernel = vjp.params(xp.astype(K_bar, self.dtype, copy=False))
         return value, self._pack_grads(alpha, g_kernel, g_noise)
 
     def _pack_grads(self, alpha, g_kernel, g_noise):
