@@ -50,25 +50,13 @@ def check_options(args):
     args.model, args.optimizer = "gpr", "lbfgs"
 
 
-def _model(args, data, xp, dtype):
-    import numpy as np
+def _model(args, data):
+    from gpnum.models import build_multioutput_model
 
-    from gpnum.kernels import ICM, IndependentOutputs
-    from gpnum.likelihoods import Gaussian
-    from gpnum.models import MultiOutputGPR, default_kernel
-
-    X, Y = data.X, data.Y_train
-    t = Y.shape[1]
-
-    def latent():
-        return default_kernel(args.kernel, X.shape[1], xp=xp, dtype=dtype)
-
-    kernel = (ICM(latent(), t, args.rank) if args.multioutput == "icm"
-              else IndependentOutputs([latent() for _ in range(t)]))
     # the noise starts as gpnum's default Gaussian likelihood's (models.default_likelihood)
-    likelihood = Gaussian(variance=np.full(t, 0.693), xp=xp, dtype=dtype)
-    solver = "cholesky" if args.solver == "cholesky" else "auto"
-    return MultiOutputGPR(kernel, likelihood, X, Y, solver=solver)
+    return build_multioutput_model(data.X, data.Y_train, kernel=args.kernel,
+                                   multioutput=args.multioutput, rank=args.rank,
+                                   solver="cholesky" if args.solver == "cholesky" else "auto")
 
 
 def run(args):
@@ -81,7 +69,7 @@ def run(args):
         raise CLIError(f"--csv: file not found: {args.csv}")
     data = gpnum.datasets.load_multioutput_csv(args.csv, args.targets, holdout=HOLDOUT,
                                                seed=args.seed, xp=xp, dtype=dtype)
-    model = _model(args, data, xp, dtype)
+    model = _model(args, data)
     name = os.path.basename(args.csv)
     n, t = data.Y_train.shape
     observed = int(xp.sum(xp.astype(~xp.isnan(data.Y_train), xp.int64)))

@@ -228,7 +228,7 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
             y = check_targets(X, y)
             xp, dtype = self._namespace()
             mean, std = column_normalisation(y, self.normalize_y)
-            model = build_model(lambda: self._initial_kernel(X.shape[1], xp, dtype), X,
+            model = build_model(self._initial_kernel(X.shape[1], xp, dtype), X,
                                 (y - mean[None, :]) / std[None, :], alpha=alpha,
                                 multioutput=self.multioutput, rank=self.rank,
                                 solver=self.solver, xp=xp, dtype=dtype)

@@ -21,14 +21,11 @@ from sklearn.metrics import r2_score
 from sklearn.utils import check_array, check_consistent_length
 
 from gpnum import backend as B
-from gpnum.kernels import ICM, IndependentOutputs
-from gpnum.likelihoods import Gaussian
-from gpnum.models import MultiOutputGPR
+from gpnum.models import MULTIOUTPUT_KINDS, build_multioutput_model
 
 __all__ = ["MULTIOUTPUT_KINDS", "is_multi_target", "target_shape", "check_targets", "build_model",
            "column_normalisation", "multi_score", "per_output_cov"]
 
-MULTIOUTPUT_KINDS = ("icm", "independent")
 #: GPRegressor's solvers that a MultiOutputGPR takes (its own names; "auto" picks the path).
 _SOLVERS = ("auto", "cholesky")
 
@@ -77,18 +74,14 @@ def _check_kind(multioutput, rank, solver):
                          f"expected 'auto' or 'cholesky', got {solver!r}")
 
 
-def build_model(make_kernel, X, Y, *, alpha, multioutput, rank, solver, xp, dtype):
-    """The MultiOutputGPR of the rule above. ``make_kernel()`` returns a fresh latent kernel on
-    ``xp`` / ``dtype``; ``Y`` (n, t) is already normalised."""
+def build_model(kernel, X, Y, *, alpha, multioutput, rank, solver, xp, dtype):
+    """The MultiOutputGPR of the rule above (:func:`gpnum.models.build_multioutput_model`):
+    ``kernel`` a gpnum kernel on ``xp`` / ``dtype``, ``Y`` (n, t) already normalised."""
     _check_kind(multioutput, rank, solver)
-    t = Y.shape[1]
-    if multioutput == "icm":
-        kernel = ICM(make_kernel(), t, int(rank))
-    else:
-        kernel = IndependentOutputs([make_kernel() for _ in range(t)])
-    likelihood = Gaussian(variance=[alpha] * t, xp=xp, dtype=dtype)
-    return MultiOutputGPR(kernel, likelihood, B.asarray(X, dtype=dtype, xp=xp),
-                          B.asarray(Y, dtype=dtype, xp=xp), mean=0.0, solver=solver)
+    return build_multioutput_model(B.asarray(X, dtype=dtype, xp=xp),
+                                   B.asarray(Y, dtype=dtype, xp=xp), kernel=kernel,
+                                   multioutput=multioutput, rank=int(rank),
+                                   noise_variance=alpha, solver=solver)
 
 
 def per_output_cov(joint, m, t):
