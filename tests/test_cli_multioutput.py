@@ -124,6 +124,7 @@ def test_one_target_keeps_the_single_output_fit(csv, tmp_path, capsys):
     (["--max-train", "10"], "--max-train cannot be used"),
     (["--solver", "cg"], "--solver cannot be used"),
     (["--optimizer", "adam"], "--optimizer cannot be used"),
+    (["--jitter", "1e-4", "--test-mask", "m.csv"], "--test-mask, --jitter cannot be used"),
 ])
 def test_options_it_cannot_use_give_one_line_errors(csv, tmp_path, capsys, extra, message):
     status = main(["fit", "--csv", str(csv), "--targets", "3", "--out", str(tmp_path / "o"),

@@ -41,7 +41,8 @@ def check_options(args):
                ("--objective", args.objective != "svgp"),
                ("--whitening", args.whitening != "cholesky"),
                ("--solver", args.solver not in (None, "auto", "cholesky")),
-               ("--optimizer", args.optimizer not in (None, "lbfgs"))]
+               ("--optimizer", args.optimizer not in (None, "lbfgs")),
+               ("--jitter", args.jitter is not None)]
     bad = [flag for flag, given in refused if given]
     if bad:
         raise CLIError(f"--targets {args.targets}: {', '.join(bad)} cannot be used with the "
