@@ -84,6 +84,9 @@ class Stationary(LengthscaleVariance):
     #: rounding error is that of the exact per-dimension form, at a fifth of the time for
     #: d = 2. Matern-1/2's slope grows like 1/r, so it keeps the exact form for small d.
     _bounded_slope = True
+    #: ``c`` when ``dh/d(r^2) = c h`` (RBF: -1/2), so that a backward pass can read the slope
+    #: off the gram matrix instead of keeping an array of it; None otherwise.
+    _slope_per_profile = None
 
     # h(r) and dh/d(r^2), both as functions of r^2 ---------------------------------------
     def _profile(self, r2):
@@ -131,7 +134,11 @@ class Stationary(LengthscaleVariance):
         rows = []
         for i0, i1, r2 in sqdist_upper_blocks(A, block_elements=_BLOCK_ELEMENTS,
                                               min_rows=_MIN_BLOCK_ROWS):
-            if with_slope:
+            if with_slope and self._slope_per_profile is not None:
+                # dh/dr^2 = c h: the backward reads it off K's block, no slope array
+                h = self._profile(r2 * 1.0)  # r2 is kept for the backward
+                rows.append((i0, i1, None, r2 if keep_r2 else None))
+            elif with_slope:
                 h, slope = self._profile_and_slope(r2)  # leaves r2 as it was
                 rows.append((i0, i1, slope, r2 if keep_r2 else None))
             else:
@@ -159,8 +166,12 @@ class Stationary(LengthscaleVariance):
         for s, e, c0, W, K_blk, slope_blk, r2_blk in blocks:
             # an in-cache product, not vecdot (NumPy's may thread a long row in its own BLAS)
             g_var = g_var + xp.sum(W * K_blk)
-            W *= slope_blk
-            W *= var  # now the cotangent of the block's r^2
+            if slope_blk is None:  # dh/dr^2 = c h, and K_blk = var h
+                W *= K_blk
+                W *= self._slope_per_profile
+            else:
+                W *= slope_blk
+                W *= var  # now the cotangent of the block's r^2
             if acc is not None:
                 acc.add(W, s, e, c0)
             if not ard:
@@ -282,6 +293,8 @@ class RBF(Stationary):
 
     Infinitely differentiable; see :class:`Stationary` for the parameters.
     """
+
+    _slope_per_profile = -0.5
 
     def _profile(self, r2):
         xp = get_namespace(r2)

@@ -245,8 +245,10 @@ class GPR(FullBatchGaussianModel):
         K_bar = cho_inverse(L)  # K_y^{-1}, overwritten below
         # dK_y/d sigma^2 = I: the trace of K_bar.
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(xp.linalg.diagonal(K_bar)))
-        # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
-        K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - K_bar)
+        # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta), formed in
+        # the new array cho_inverse returned (one (n, n) temporary, the outer product)
+        K_bar *= -0.5
+        K_bar += (0.5 * alpha)[:, None] * alpha[None, :]
         g_kernel = vjp.params(xp.astype(K_bar, self.dtype, copy=False))
         return value, self._pack_grads(alpha, g_kernel, g_noise)
 
