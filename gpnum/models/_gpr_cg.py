@@ -26,7 +26,15 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, fields
 
-from gpnum.backend import blas_pool, default_rng, get_namespace, solve_triangular, to_numpy
+from gpnum.backend import (
+    available_memory,
+    blas_pool,
+    default_rng,
+    default_workers,
+    get_namespace,
+    solve_triangular,
+    to_numpy,
+)
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg import (
     AddedDiag,
@@ -52,6 +60,13 @@ _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
 # temporaries (~4), the whitened block and LOVE's products (~4). Sized for 2, the n = 40,000
 # run's prediction peaked at 1.2 GiB beyond the data on a 256 MiB budget (training: 407 MiB).
 _PREDICT_BLOCK_COPIES = 8
+# The share of the available memory (gpnum.backend.available_memory) that the dense kernel
+# matrix and its backward temporaries may take when cg_options.dense_limit_mib is None, and the
+# limit where the system does not say what is available.
+_DENSE_MEMORY_FRACTION = 0.25
+_DENSE_FALLBACK_MIB = 2048.0
+# (n, n) float64 arrays of the dense path: K, and the slope and distances its backward keeps.
+_DENSE_COPIES = 3
 # The relative error of LOVE's predictive variance (noise included) at the checked training
 # inputs (cg_options.variance_checks) that warns.
 _VARIANCE_CHECK_WARN = 0.1
@@ -92,10 +107,20 @@ class CGOptions:
     memory_budget_mib : float
         Memory for kernel blocks (MiB). Row blocks of ``k(X_b, X)`` are sized so that the block
         and the temporaries of its backward pass fit.
-    dense_limit_mib : float
+    dense_limit_mib : float or None
         When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies)
         fits in this many MiB, it is formed once per step and reused by every CG iteration
-        instead of being recomputed block by block (0 disables).
+        instead of being recomputed block by block (0 disables). ``None`` (default): a quarter
+        of the memory available when the step or prediction starts
+        (:func:`gpnum.backend.available_memory`: ``MemAvailable`` of ``/proc/meminfo`` on
+        Linux, the free device memory on a GPU; 2048 MiB where the system does not say). On a
+        machine with 22 GiB available the dense path then holds up to n ~ 15,500.
+    workers : int or None
+        Threads of the blocked path's kernel tiles (:class:`gpnum.linalg.KernelMatrix`).
+        ``None`` (default): every usable core on NumPy, 1 on other namespaces
+        (:func:`gpnum.backend.default_workers`). The blocked path is the one part of gpnum
+        that uses all cores by default, whatever ``GPNUM_BLAS_THREADS`` says (that setting
+        sizes BLAS pools, which do not thread the kernel's elementwise passes).
     variance_checks : int
         Kernel columns at random training inputs that the prediction solve carries along to
         check LOVE's variances against exact quadratic forms (0 disables the check). They
@@ -117,7 +142,8 @@ class CGOptions:
     maxiter: int = 1000
     love_rank: int = 100
     memory_budget_mib: float = 256.0
-    dense_limit_mib: float = 2048.0
+    dense_limit_mib: float | None = None
+    workers: int | None = None
     seed: int = 0
     probe_design: str = "rademacher"
     variance_checks: int = 4
@@ -140,9 +166,14 @@ class CGOptions:
         if self.probe_design not in ("rademacher", "hadamard"):
             raise ValueError(f"cg_options.probe_design: expected 'rademacher' or 'hadamard', "
                              f"got {self.probe_design!r}")
-        if not (isinstance(self.dense_limit_mib, (int, float)) and self.dense_limit_mib >= 0):
-            raise ValueError(f"cg_options.dense_limit_mib: expected a number >= 0, got "
-                             f"{self.dense_limit_mib!r}")
+        limit = self.dense_limit_mib
+        if limit is not None and not (isinstance(limit, (int, float))
+                                      and not isinstance(limit, bool) and limit >= 0):
+            raise ValueError(f"cg_options.dense_limit_mib: expected a number >= 0 or None, got "
+                             f"{limit!r}")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"cg_options.workers: expected an integer >= 1 or None, got {w!r}")
 
     @classmethod
     def coerce(cls, value):
@@ -166,14 +197,31 @@ class CGOptions:
 
 
 # --------------------------------------------------------------------------------- operators
+def dense_limit_bytes(opts, xp=None, device=None):
+    """The memory the dense path's ``n x n`` matrices may take: ``cg_options.dense_limit_mib``
+    when given, else :data:`_DENSE_MEMORY_FRACTION` of the available memory."""
+    if opts.dense_limit_mib is not None:
+        return opts.dense_limit_mib * _MIB
+    free = available_memory(xp, device)
+    if free is None:
+        return _DENSE_FALLBACK_MIB * _MIB
+    return _DENSE_MEMORY_FRACTION * free
+
+
+def dense_fits(n, opts, xp=None, device=None):
+    """Whether the dense path's ``n x n`` float64 matrices fit (:func:`dense_limit_bytes`)."""
+    return _DENSE_COPIES * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
+
+
 def kernel_operator(model, X, opts, need_vjp):
-    """``K_XX`` as an operator in float64: dense (formed once) when it fits in
-    ``dense_limit_mib``, else a blocked :class:`KernelMatrix`. Returns ``(op, dense_vjp)``;
-    ``dense_vjp`` is the gram's backward function on the dense path (None otherwise)."""
+    """``K_XX`` as an operator in float64: dense (formed once) when it fits
+    (:func:`dense_fits`), else a blocked :class:`KernelMatrix` whose tiles ``cg_options.workers``
+    threads share. Returns ``(op, dense_vjp)``; ``dense_vjp`` is the gram's backward function on
+    the dense path (None otherwise)."""
     xp = model.xp
     n = X.shape[0]
     high = xp.float64
-    if 3.0 * 8.0 * n * n <= opts.dense_limit_mib * _MIB:
+    if dense_fits(n, opts, xp, model.device):
         if need_vjp:
             K, vjp = model.kernel.gram_and_vjp(X)
         else:
@@ -183,8 +231,9 @@ def kernel_operator(model, X, opts, need_vjp):
     # products in cache-sized blocks (faster than the budget's larger ones: docs/benchmarks.md),
     # the backward pass in the budget's
     product_rows = min(rows, max(8, _PRODUCT_BLOCK_ELEMENTS // n))
+    workers = default_workers(xp) if opts.workers is None else opts.workers
     return KernelMatrix(model.kernel, X, block_size=product_rows, vjp_block_size=rows,
-                        compute_dtype=high), None
+                        compute_dtype=high, workers=workers), None
 
 
 def noisy_operator(model, Kop):
