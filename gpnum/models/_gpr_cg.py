@@ -53,8 +53,8 @@ __all__ = ["CGOptions"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MIB = 1024.0 * 1024.0
-# Elements of one kernel block in the blocked products (4 MiB in float64): the dozen
-# elementwise passes of a kernel evaluation then run in cache, not in main memory.
+# Elements of one kernel tile of the blocked path (4 MiB in float64): the dozen elementwise
+# passes of a kernel evaluation then run in cache, not in main memory.
 _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
 # (n, b) arrays alive at once in a prediction block: the kernel block and its evaluation's
 # temporaries (~4), the whitened block and LOVE's products (~4). Sized for 2, the n = 40,000
@@ -228,11 +228,12 @@ def kernel_operator(model, X, opts, need_vjp):
             K, vjp = model.kernel(X), None
         return Dense(xp.astype(K, high, copy=False), symmetric=True), vjp
     rows = min(block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8), n)
-    # products in cache-sized blocks (faster than the budget's larger ones: docs/benchmarks.md),
-    # the backward pass in the budget's
-    product_rows = min(rows, max(8, _PRODUCT_BLOCK_ELEMENTS // n))
     workers = default_workers(xp) if opts.workers is None else opts.workers
-    return KernelMatrix(model.kernel, X, block_size=product_rows, vjp_block_size=rows,
+    # products and backward pass in cache-sized tiles, one per worker: faster than the budget's
+    # larger ones, whose diagonal tiles (evaluated whole) are also a larger share of the work
+    # (docs/exact-gp.md)
+    tile_rows = min(rows, max(1, _PRODUCT_BLOCK_ELEMENTS * workers // n))
+    return KernelMatrix(model.kernel, X, block_size=tile_rows, vjp_block_size=tile_rows,
                         compute_dtype=high, workers=workers), None
 
 
