@@ -100,16 +100,19 @@ def test_kernel_matrix_workers_refused():
 
 
 # ----------------------------------------------------------------- dense or blocked by memory
-@pytest.mark.parametrize("free_gib, n, dense", [
-    (22.0, 13_500, True),    # the issue's case: K = 1.5 GB, three copies 4.4 GB <= 5.5 GiB
-    (22.0, 16_000, False),   # three copies 6.1 GB > 5.5 GiB
-    (4.0, 13_500, False),
-    (4.0, 6_000, True),      # 0.86 GB <= 1 GiB
-    (4.0, 7_000, False),     # 1.18 GB > 1 GiB
+@pytest.mark.parametrize("free_gib, n, dense_train, dense_predict", [
+    # the issue's case: K = 1.5 GB, three copies 4.4 GB <= a quarter of 22 GiB (5.5 GiB)
+    (22.0, 13_500, True, True),
+    (22.0, 16_000, False, True),    # three copies 6.1 GB > 5.5 GiB; 1.5 copies 3.1 GB
+    (22.0, 23_000, False, False),   # 1.5 copies 6.3 GB
+    (4.0, 13_500, False, False),
+    (4.0, 6_000, True, True),       # three copies 0.86 GB <= 1 GiB
+    (4.0, 7_000, False, True),      # 1.18 GB > 1 GiB; 1.5 copies 0.59 GB
 ])
-def test_dense_path_by_available_memory(monkeypatch, free_gib, n, dense):
+def test_dense_path_by_available_memory(monkeypatch, free_gib, n, dense_train, dense_predict):
     monkeypatch.setattr(gpr_cg, "available_memory", lambda xp=None, device=None: free_gib * GIB)
-    assert gpr_cg.dense_fits(n, CGOptions()) is dense
+    assert gpr_cg.dense_fits(n, CGOptions()) is dense_train
+    assert gpr_cg.dense_fits(n, CGOptions(), need_vjp=False) is dense_predict
     # an explicit limit overrides the rule either way
     assert gpr_cg.dense_fits(n, CGOptions(dense_limit_mib=0.0)) is False
     assert gpr_cg.dense_fits(n, CGOptions(dense_limit_mib=3.0 * 8.0 * n * n / 2**20)) is True
@@ -142,11 +145,18 @@ def test_model_takes_the_path_the_memory_allows(monkeypatch, xp, dtype, device, 
     assert isinstance(op, Dense)
     assert not model("auto").uses_cg
     mean_dense = host(gp.predict_f(to_xp(X[:5]))[0])
-    # 60 x 60 x 3 float64 matrices (86,400 bytes) against a quarter of 300 KB
-    free["bytes"] = 300e3
+    # 60 x 60 x 3 float64 matrices (86,400 bytes) against a quarter of 300 KB; predictions'
+    # 1.5 copies too
+    free["bytes"] = 100e3
     op, _ = gpr_cg.kernel_operator(gp, gp.X, gp.cg_options, False)
     assert isinstance(op, KernelMatrix) and op.symmetric
     assert model("auto").uses_cg
+    # predictions need K alone (1.5 copies: 43,200 bytes): 60 KB leaves training blocked and
+    # predictions dense
+    free["bytes"] = 4 * 60e3
+    assert isinstance(gpr_cg.kernel_operator(gp, gp.X, gp.cg_options, True)[0], KernelMatrix)
+    assert isinstance(gpr_cg.kernel_operator(gp, gp.X, gp.cg_options, False)[0], Dense)
+    free["bytes"] = 100e3
     gp2 = model("cg")
     Ky = matern32_np(X, X, LS, 1.0) + (0.1 + float(gp2.jitter)) * np.eye(n)
     Ks = matern32_np(X[:5], X, LS, 1.0)

@@ -65,8 +65,11 @@ _PREDICT_BLOCK_COPIES = 8
 # limit where the system does not say what is available.
 _DENSE_MEMORY_FRACTION = 0.25
 _DENSE_FALLBACK_MIB = 2048.0
-# (n, n) float64 arrays of the dense path: K, and the slope and distances its backward keeps.
+# (n, n) float64 arrays of the dense path: K, and the slope and distances its backward keeps;
+# without the backward (predictions, samples) K alone, and the kernel's float32 K beside its
+# float64 copy for a float32 model.
 _DENSE_COPIES = 3
+_DENSE_COPIES_NO_VJP = 1.5
 # The relative error of LOVE's predictive variance (noise included) at the checked training
 # inputs (cg_options.variance_checks) that warns.
 _VARIANCE_CHECK_WARN = 0.1
@@ -108,13 +111,15 @@ class CGOptions:
         Memory for kernel blocks (MiB). Row blocks of ``k(X_b, X)`` are sized so that the block
         and the temporaries of its backward pass fit.
     dense_limit_mib : float or None
-        When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies)
-        fits in this many MiB, it is formed once per step and reused by every CG iteration
-        instead of being recomputed block by block (0 disables). ``None`` (default): a quarter
+        When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies;
+        1.5 for predictions and samples) fits in this many MiB, it is formed once per step and
+        reused by every CG iteration instead of being recomputed block by block (0 disables).
+        ``None`` (default): a quarter
         of the memory available when the step or prediction starts
         (:func:`gpnum.backend.available_memory`: ``MemAvailable`` of ``/proc/meminfo`` on
         Linux, the free device memory on a GPU; 2048 MiB where the system does not say). On a
-        machine with 22 GiB available the dense path then holds up to n ~ 15,500.
+        machine with 22 GiB available the dense path then holds up to n ~ 15,500 in training
+        and n ~ 22,000 in prediction.
     workers : int or None
         Threads of the blocked path's kernel tiles (:class:`gpnum.linalg.KernelMatrix`).
         ``None`` (default): every usable core on NumPy, 1 on other namespaces
@@ -208,9 +213,11 @@ def dense_limit_bytes(opts, xp=None, device=None):
     return _DENSE_MEMORY_FRACTION * free
 
 
-def dense_fits(n, opts, xp=None, device=None):
-    """Whether the dense path's ``n x n`` float64 matrices fit (:func:`dense_limit_bytes`)."""
-    return _DENSE_COPIES * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
+def dense_fits(n, opts, xp=None, device=None, need_vjp=True):
+    """Whether the dense path's ``n x n`` float64 matrices fit (:func:`dense_limit_bytes`):
+    three of them for a training step, one and a half without the backward pass."""
+    copies = _DENSE_COPIES if need_vjp else _DENSE_COPIES_NO_VJP
+    return copies * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
 
 
 def kernel_operator(model, X, opts, need_vjp):
@@ -221,7 +228,7 @@ def kernel_operator(model, X, opts, need_vjp):
     xp = model.xp
     n = X.shape[0]
     high = xp.float64
-    if dense_fits(n, opts, xp, model.device):
+    if dense_fits(n, opts, xp, model.device, need_vjp):
         if need_vjp:
             K, vjp = model.kernel.gram_and_vjp(X)
         else:
