@@ -194,3 +194,36 @@ def test_run_in_threads_order_errors_and_pool():
     with pytest.raises(ValueError, match="workers: expected an integer >= 1"):
         B.run_in_threads(fail, 0)
     assert B.default_workers(np) == B.usable_cores() >= 1
+
+
+def test_blocked_predictions_love_rides_the_solve(monkeypatch, xp, dtype, device, to_xp):
+    """On the blocked path LOVE's Lanczos steps share the prediction solve's kernel passes:
+    max(PCG iterations, Lanczos steps) passes, not their sum; with n steps LOVE is exact, so
+    the variances match the dense NumPy posterior."""
+    n = 40
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-2.0, 2.0, (n, 3))
+    y = np.sin(2.0 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    Xs = rng.uniform(-2.0, 2.0, (6, 3))
+    kw = {"xp": xp, "dtype": dtype, "device": device}
+    gp = GPR(Matern32(lengthscale=LS, variance=1.2, **kw), Gaussian(variance=0.1, **kw),
+             to_xp(X), to_xp(y), mean=0.1, solver="cg",
+             cg_options={"dense_limit_mib": 0.0, "love_rank": n, "precond_rank": 5,
+                         "predict_rtol": 1e-10, "variance_checks": 2})
+    passes = []
+    original = KernelMatrix._matmat
+    monkeypatch.setattr(KernelMatrix, "_matmat",
+                        lambda self, R: passes.append(R.shape[1]) or original(self, R))
+    mean, var = gp.predict_f(to_xp(Xs))
+    iters = gp.cg_predict_info["num_iter"]
+    steps = gp._cg_cache[1]["love_Q"].shape[1]
+    assert steps <= n and len(passes) == max(iters, steps) < iters + steps
+    assert passes[0] == 1 + 2 + 1          # mean, 2 check columns, the Lanczos column
+    Ky = matern32_np(X, X, LS, 1.2) + (0.1 + float(gp.jitter)) * np.eye(n)
+    Ks = matern32_np(X, Xs, LS, 1.2)
+    tol = 1e-4 if dtype == xp.float32 else 1e-8
+    np.testing.assert_allclose(host(mean), 0.1 + Ks.T @ np.linalg.solve(Ky, y - 0.1),
+                               rtol=tol, atol=tol)
+    np.testing.assert_allclose(host(var), 1.2 - np.sum(Ks * np.linalg.solve(Ky, Ks), axis=0),
+                               rtol=tol, atol=tol)
+    assert gp.cg_predict_info["variance_check"] < 1e-6

@@ -29,8 +29,10 @@ from dataclasses import asdict, dataclass, fields
 from gpnum.backend import (
     available_memory,
     blas_pool,
+    cholesky,
     default_rng,
     default_workers,
+    device_of,
     get_namespace,
     solve_triangular,
     to_numpy,
@@ -40,6 +42,7 @@ from gpnum.linalg import (
     AddedDiag,
     Dense,
     KernelMatrix,
+    LinearOperator,
     block_rows_for_budget,
     lanczos,
     lanczos_quadrature,
@@ -375,10 +378,19 @@ def prediction_state(model):
         idx = default_rng(opts.seed + 1, xp=xp, device=model.device).permutation(n)[:checks]
         Kc = Kop.columns(idx)                                           # (n, c)
         rhs = xp.concat([rhs, Kc], axis=1)
-    sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+    k = min(opts.love_rank, n)
+    if Kop.fresh_products:
+        # every product re-evaluates the kernel: LOVE's Lanczos steps ride along in the
+        # solve's products, then finish alone
+        steps = _LanczosSteps(M, resid, k)
+        sol = pcg(_Riding(A, steps), rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+        love = steps.finish(A)
+    else:
+        sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+        love = _love_cache(A, M, resid, k)
     state = {"alpha": sol.x[:, 0], "block": block_rows_for_budget(
         n, opts.memory_budget_mib * _MIB, 8, copies=_PREDICT_BLOCK_COPIES)}
-    state.update(_love_cache(A, M, resid, min(opts.love_rank, n)))
+    state.update(love)
     check = None
     if checks:
         noise = float(A.diag.diag)
@@ -437,7 +449,6 @@ def _love_cache(A, M, start, k):
 
     the Krylov part exact on span(Q) (Pleiss et al. 2018) and ``B^{-1} ~= I`` on its
     complement (where the preconditioner already captured ``K_y``). O(n k) per test point."""
-    from gpnum.backend import cholesky
 
     apply_W, apply_Wt = _whitener(M)
 
@@ -447,6 +458,83 @@ def _love_cache(A, M, start, k):
     lz = lanczos(B, apply_W(start[:, None])[:, 0], k)
     L_T = cholesky(lz.tridiagonal())
     return {"love_Q": lz.basis, "love_L": L_T, "love_W": apply_W}
+
+
+class _LanczosSteps:
+    """:func:`_love_cache`'s Lanczos process (full reorthogonalisation, Gram-Schmidt twice) one
+    step at a time, so that its products can share another solver's (:class:`_Riding`).
+    Stops after ``k`` steps or at an invariant subspace (the cache is then exact there)."""
+
+    def __init__(self, M, start, k):
+        self.apply_W, self.apply_Wt = _whitener(M)
+        self.xp = xp = get_namespace(start)
+        v = self.apply_W(start[:, None])[:, 0]
+        self.basis = [v / xp.linalg.vector_norm(v)]
+        self.alpha, self.beta, self.k, self.done = [], [], k, False
+
+    def pending(self):
+        """``W^T q_j`` (n, 1): the column whose product with ``K_y`` the next step needs."""
+        return self.apply_Wt(self.basis[-1][:, None])
+
+    def advance(self, Av):
+        """One step from ``Av = K_y W^T q_j`` (n, 1)."""
+        xp = self.xp
+        w = self.apply_W(Av)[:, 0]                                  # B q_j
+        q = self.basis[-1]
+        a = xp.sum(q * w)
+        w = w - a * q
+        if self.beta:
+            w = w - self.beta[-1] * self.basis[-2]
+        Q = xp.stack(self.basis, axis=1)                            # (n, j)
+        for _ in range(2):
+            w = w - Q @ (xp.matrix_transpose(Q) @ w)
+        self.alpha.append(a)
+        b = xp.linalg.vector_norm(w)
+        if len(self.alpha) == self.k or not float(b) > 1e-12 * float(xp.abs(a)):
+            self.done = True
+            return
+        self.beta.append(b)
+        self.basis.append(w / b)
+
+    def finish(self, A):
+        """The remaining steps with ``A`` alone; returns :func:`_love_cache`'s dictionary."""
+        while not self.done:
+            self.advance(A @ self.pending())
+        xp = self.xp
+        j = len(self.alpha)
+        alpha = xp.stack(self.alpha)
+        dev = device_of(alpha)
+        T = alpha[:, None] * xp.eye(j, dtype=alpha.dtype, device=dev)
+        if j > 1:
+            rows = xp.arange(j, device=dev)
+            upper = xp.astype(rows[:, None] + 1 == rows[None, :], alpha.dtype)
+            off = xp.concat([xp.stack(self.beta[:j - 1]),
+                             xp.zeros((1,), dtype=alpha.dtype, device=dev)])
+            T = T + upper * off[:, None] + xp.matrix_transpose(upper * off[:, None])
+        return {"love_Q": xp.stack(self.basis[:j], axis=1), "love_L": cholesky(T),
+                "love_W": self.apply_W}
+
+
+class _Riding(LinearOperator):
+    """``K_y`` for a solver, each of whose products also carries the next Lanczos column of a
+    :class:`_LanczosSteps`: one kernel pass serves both (the blocked path's products cost the
+    kernel's evaluation, nearly whatever the number of columns)."""
+
+    fresh_products = True
+
+    def __init__(self, A, steps):
+        super().__init__(A.shape, A.dtype, A.device, A.xp)
+        self.A, self.steps = A, steps
+
+    def _matmat(self, X):
+        if self.steps.done:
+            return self.A @ X
+        Y = self.A @ self.xp.concat([X, self.steps.pending()], axis=1)
+        self.steps.advance(Y[:, -1:])
+        return Y[:, :-1]
+
+    def _diagonal(self):
+        return self.A.diagonal()
 
 
 def _love_quad(state, Ks):
