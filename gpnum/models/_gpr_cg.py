@@ -109,7 +109,9 @@ class CGOptions:
     maxiter : int
         Most CG iterations.
     love_rank : int
-        Lanczos steps of the LOVE variance cache (Pleiss et al. 2018).
+        Lanczos steps of the LOVE variance cache (Pleiss et al. 2018). On the blocked path
+        they share the prediction solve's kernel passes: the cache costs
+        ``max(PCG iterations, love_rank)`` passes.
     memory_budget_mib : float
         Memory for kernel blocks (MiB). Row blocks of ``k(X_b, X)`` are sized so that the block
         and the temporaries of its backward pass fit.
