@@ -240,13 +240,22 @@ def kernel_operator(model, X, opts, need_vjp):
             K, vjp = model.kernel(X), None
         return Dense(xp.astype(K, high, copy=False), symmetric=True), vjp
     rows = min(block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8), n)
+    return tiled_kernel_matrix(model, X, rows), None
+
+
+def tiled_kernel_matrix(model, X, rows):
+    """The blocked ``k(X, X)`` in float64: cache-sized tiles, one per worker, at most ``rows``
+    rows' worth of elements (the memory budget's); ``cg_options.workers`` threads."""
+    xp = model.xp
+    n = X.shape[0]
+    opts = model.cg_options
     workers = default_workers(xp) if opts.workers is None else opts.workers
-    # products and backward pass in cache-sized tiles, one per worker: faster than the budget's
-    # larger ones, whose diagonal tiles (evaluated whole) are also a larger share of the work
+    # products and backward pass in cache-sized tiles: faster than the budget's larger ones,
+    # whose diagonal tiles (evaluated whole) are also a larger share of the work
     # (docs/exact-gp.md)
     tile_rows = min(rows, max(1, _PRODUCT_BLOCK_ELEMENTS * workers // n))
     return KernelMatrix(model.kernel, X, block_size=tile_rows, vjp_block_size=tile_rows,
-                        compute_dtype=high, workers=workers), None
+                        compute_dtype=xp.float64, workers=workers)
 
 
 def noisy_operator(model, Kop):
@@ -596,8 +605,7 @@ def sample_f(model, Xnew, eps, diag, resid, rtol):
     Xall = xp.concat([model.X, Xnew], axis=0)
     rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8,
                                  copies=_PREDICT_BLOCK_COPIES)
-    joint = AddedDiag(KernelMatrix(model.kernel, Xall, block_size=min(rows, n + m),
-                                   compute_dtype=high), Diagonal(diag))
+    joint = AddedDiag(tiled_kernel_matrix(model, Xall, min(rows, n + m)), Diagonal(diag))
     prior = sqrt_matmul(joint, eps, rtol=rtol, maxiter=opts.maxiter).x
     # K_y (with the preconditioner) exactly as the prediction solve builds it.
     Kop, _ = kernel_operator(model, model.X, opts, False)
