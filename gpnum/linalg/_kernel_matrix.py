@@ -56,9 +56,10 @@ class KernelMatrix(LinearOperator):
         memory budget); for ``Z=None`` the tiles hold as many elements, shared among the
         workers (a tile side of ``sqrt(block_size * n / workers)`` rows).
     vjp_block_size : int, optional
-        Rows per block in :meth:`param_vjp` (default ``block_size``). Products run fastest with
-        blocks that stay in cache (a few MiB); the backward pass, with its per-dimension GEMMs,
-        with larger ones.
+        Rows per block in :meth:`param_vjp` (default ``block_size``; for ``Z=None`` tiles of
+        as many elements, as above). Row-block products run fastest with blocks that stay in
+        cache (a few MiB), the row-block backward pass, with its per-dimension GEMMs, with
+        larger ones; the symmetric tiles are fastest at cache size for both (docs/exact-gp.md).
     compute_dtype : dtype, optional
         Dtype of the products (default ``X``'s). With float32 inputs and ``float64`` here,
         each block is formed in float32 and cast before it is multiplied, so that a Krylov
