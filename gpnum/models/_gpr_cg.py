@@ -119,12 +119,11 @@ class CGOptions:
         When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies;
         1.5 for predictions and samples) fits in this many MiB, it is formed once per step and
         reused by every CG iteration instead of being recomputed block by block (0 disables).
-        ``None`` (default): a quarter
-        of the memory available when the step or prediction starts
-        (:func:`gpnum.backend.available_memory`: ``MemAvailable`` of ``/proc/meminfo`` on
-        Linux, the free device memory on a GPU; 2048 MiB where the system does not say). On a
-        machine with 22 GiB available the dense path then holds up to n ~ 15,500 in training
-        and n ~ 22,000 in prediction.
+        ``None`` (default): a quarter of the memory available when the step or prediction
+        starts (:func:`gpnum.backend.available_memory`: ``MemAvailable`` of ``/proc/meminfo``
+        on Linux, the free device memory on a GPU; 2048 MiB where the system does not say). On
+        a machine with 22 GiB available the dense path then holds up to n ~ 15,500 in
+        training and n ~ 22,000 in prediction.
     workers : int or None
         Threads of the blocked path's kernel tiles (:class:`gpnum.linalg.KernelMatrix`).
         ``None`` (default): every usable core on NumPy, 1 on other namespaces
