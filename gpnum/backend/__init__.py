@@ -35,6 +35,12 @@ from gpnum.backend._namespace import (
                                     namespace,
                                     namespace_by_name,
 )
+from gpnum.backend._parallel import (
+    available_memory,
+    default_workers,
+    run_in_threads,
+    usable_cores,
+)
 from gpnum.backend._random import Generator, default_rng
 from gpnum.backend._scatter import scatter_add
 from gpnum.backend._threads import blas_threads, set_blas_threads
@@ -43,6 +49,7 @@ __all__ = [
     "BACKENDS",
     "Generator",
     "asarray",
+    "available_memory",
     "backend_name",
     "blas_pool",
     "blas_threads",
@@ -55,6 +62,7 @@ __all__ = [
     "default_jitter",
     "relative_jitter",
     "default_rng",
+    "default_workers",
     "device_of",
     "get_namespace",
     "host_device",
@@ -66,6 +74,7 @@ __all__ = [
     "namespace",
     "namespace_by_name",
     "row_dots",
+    "run_in_threads",
     "same_namespace_dtype_device",
     "scatter_add",
     "set_blas_threads",
@@ -73,4 +82,5 @@ __all__ = [
     "to_numpy",
     "triangular_inverse",
     "triangular_matmul",
+    "usable_cores",
 ]
