@@ -64,12 +64,13 @@ class StateSpaceForm:
         ``d P_inf / d theta`` for each parameter of ``names``.
     """
 
-    def __init__(self, names, H, P_inf, dP_inf, transition):
+    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None):
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
         self.dP_inf = dP_inf
         self._transition = transition
+        self._transition_vjp = transition_vjp
 
     @property
     def state_dim(self) -> int:
@@ -80,6 +81,17 @@ class StateSpaceForm:
         """``A(dt)`` for steps ``dt`` (n,) >= 0: (n, J, J), and ``dA/dtheta`` (p, n, J, J) or
         None."""
         return self._transition(dt, need_grad)
+
+    def transition_vjp(self, dt, A_bar):
+        """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
+        (n, J, J): (p,), in ``A_bar``'s dtype (the reverse-mode seam of the state-space
+        likelihood)."""
+        if self._transition_vjp is not None:
+            return self._transition_vjp(dt, A_bar)
+        xp = get_namespace(A_bar)
+        _, dA = self.transition(dt, True)
+        dA = xp.astype(dA, A_bar.dtype, copy=False)
+        return xp.sum(dA * A_bar[None, ...], axis=(1, 2, 3))
 
     def process_noise(self, A, dA=None):
         """``Q = P_inf - A P_inf A^T`` (n, J, J) and (with ``dA``) ``dQ/dtheta`` (p, n, J, J).
@@ -260,7 +272,7 @@ def _sho_form(kernel):
 # ---------------------------------------------------------------------- sums and products
 def _prefixed(form, prefix):
     return StateSpaceForm([f"{prefix}.{n}" for n in form.names], form.H, form.P_inf,
-                          form.dP_inf, form._transition)
+                          form.dP_inf, form._transition, form._transition_vjp)
 
 
 def _block_diag(blocks):
@@ -301,7 +313,17 @@ def _sum_forms(forms):
                                    for j in range(len(forms))]))
         return A, xp.concat(dA, axis=0)
 
-    return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition)
+    def transition_vjp(dt, A_bar):
+        # A is block diagonal: only its diagonal blocks depend on the parts' parameters
+        out, start = [], 0
+        for f, size in zip(forms, J, strict=True):
+            stop = start + size
+            out.append(f.transition_vjp(dt, A_bar[:, start:stop, start:stop]))
+            start = stop
+        return xp.concat(out)
+
+    return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition,
+                          transition_vjp)
 
 
 def _kron(X, Y):
