@@ -128,36 +128,46 @@ def _slabs(lay):
 
 # ------------------------------------------------------------------------ pass 1
 def _block_elements(form, lay, h, P_inf, R, xp):
-    """Every block's element ``(Phi, b, C, eta, Jm)`` and constant ``c`` (pass 1)."""
+    """Every block's element ``(Phi, b, C, eta, Jm)`` and constant ``c`` (pass 1).
+
+    The covariance rides as ``D = C - P_inf`` and beside ``Phi`` and ``b`` in one array
+    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``A W``, one
+    ``(A D) A^T``, one ``h^T [D- | A Phi | A b]`` and one rank-one update; the sums ``Jm``,
+    ``eta`` and ``sum r^2 / S`` come from one product of the stored
+    ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after the loop.
+    """
     B, J = lay.B, P_inf.shape[-1]
     dev = lay.dev
-    Phi = xp.broadcast_to(xp.eye(J, dtype=xp.float64, device=dev), (B, J, J))
-    b = xp.zeros((B, J), dtype=xp.float64, device=dev)
-    C = xp.zeros((B, J, J), dtype=xp.float64, device=dev)
-    eta = xp.zeros((B, J), dtype=xp.float64, device=dev)
-    Jm = xp.zeros((B, J, J), dtype=xp.float64, device=dev)
-    c = xp.zeros((B,), dtype=xp.float64, device=dev)
+    W = xp.broadcast_to(xp.concat([-P_inf, xp.eye(J, dtype=xp.float64, device=dev),
+                                   xp.zeros((J, 1), dtype=xp.float64, device=dev)], axis=1),
+                        (B, J, 2 * J + 1))
+    hP = h @ P_inf
+    zs, Ss = [], []
     for l0, l1 in _slabs(lay):
         As = _transitions(form, lay, l0, l1, xp)
+        # A^T of the slab, stored contiguously (a product with a transposed view is slower)
+        At = xp.reshape(xp.reshape(_t(As), (l1 - l0, B, J * J)), (l1 - l0, B, J, J))
+        # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
+        off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
+                         xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
+                         -lay.y[l0:l1, :, None]], axis=2)
         for k in range(l0, l1):
-            A = As[k - l0, ...]
-            Phi = A @ Phi
-            b = _mv(A, b)
-            Cp = A @ (C - P_inf) @ _t(A) + P_inf
-            g = Cp @ h
-            S = g @ h + R
-            u = h @ Phi
-            r = lay.y[k, :] - b @ h
-            kap = lay.w[k, :] / S
-            c = c - 0.5 * lay.w[k, :] * (r * r / S + xp.log(S))
-            ku = kap[:, None] * u
-            Jm = Jm + _outer(ku, u)
-            eta = eta + ku * r[:, None]
-            kg = kap[:, None] * g
-            Phi = Phi - _outer(kg, u)
-            b = b + kg * r[:, None]
-            C = Cp - _outer(kg, g)
-    return (Phi, b[..., None], _sym(C), eta[..., None], _sym(Jm)), c
+            V = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
+            U = xp.concat([V[:, :, :J] @ At[k - l0, ...], V[:, :, J:]], axis=2)
+            gz = h @ U + off[k - l0, ...]                        # [g | z]
+            S = gz[:, :J] @ h + R
+            kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
+            W = U - kg[:, :, None] * gz[:, None, :]
+            zs.append(gz[:, J:])
+            Ss.append(S)
+    # Z = sum_k (w_k / S_k) z_k z_k^T per block: (B, J + 1, J + 1)
+    z = xp.stack(zs, axis=1)                                  # (B, L, J + 1)
+    S = _t(xp.stack(Ss, axis=0))                              # (B, L)
+    wS = _t(lay.w) / S
+    Z = _t(z) @ (z * wS[:, :, None])
+    c = -0.5 * (Z[:, J, J] + xp.sum(_t(lay.w) * xp.log(S), axis=1))
+    Phi, b = W[:, :, J:2 * J], W[:, :, 2 * J:]
+    return (Phi, b, _sym(W[:, :, :J] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
 
 
 def _starts(elems, xp):
