@@ -278,14 +278,17 @@ def _prefixed(form, prefix):
 def _block_diag(blocks):
     """Block-diagonal matrices from ``blocks`` (..., J_i, J_i) sharing leading dimensions."""
     xp = get_namespace(blocks[0])
-    sizes = [b.shape[-1] for b in blocks]
+    total = sum(b.shape[-1] for b in blocks)
     lead = tuple(blocks[0].shape[:-2])
-    rows = []
-    for i, b in enumerate(blocks):
-        parts = [b if j == i else _zeros(b, lead + (sizes[i], sizes[j]))
-                 for j in range(len(blocks))]
-        rows.append(xp.concat(parts, axis=-1))
-    return xp.concat(rows, axis=-2)
+    # written into one new array: a concatenation of zero blocks costs several times more
+    out = xp.zeros(lead + (total, total), dtype=xp.result_type(*blocks),
+                   device=device_of(blocks[0]))
+    start = 0
+    for b in blocks:
+        stop = start + b.shape[-1]
+        out[..., start:stop, start:stop] = b
+        start = stop
+    return out
 
 
 def _sum_forms(forms):
