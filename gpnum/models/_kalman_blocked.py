@@ -63,13 +63,16 @@ _LOG_2PI = math.log(2.0 * math.pi)
 #: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2).
 SLAB = 1 << 16
 #: Steps whose filtered states pass 3 keeps at once (the gradient's memory).
-GROUP = 1 << 18
+GROUP = 1 << 20
+#: Most blocks a step's arrays hold (see :func:`steps_per_block`).
+MAX_BLOCKS = 512
 
 
 def steps_per_block(n):
-    """The block length ``L`` for ``n`` steps: about ``sqrt(n / 2)``, so that the Python
-    steps of pass 1 and the scans over ``B`` block elements cost alike."""
-    return max(1, min(n, int(round(math.sqrt(n / 2.0)))))
+    """The block length ``L`` for ``n`` steps: about ``sqrt(n / 2)`` (the Python steps of
+    pass 1 and the scans over the ``B`` block elements cost alike), and at least ``n /
+    MAX_BLOCKS`` so that one step's arrays (B, J, 2J + 1) stay in a core's cache."""
+    return max(1, min(n, max(int(round(math.sqrt(n / 2.0))), -(-n // MAX_BLOCKS))))
 
 
 def _t(M):
