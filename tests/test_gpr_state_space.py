@@ -41,6 +41,8 @@ def _kernels(**kw):
         "product_sum": K.Matern12(lengthscale=20.0, variance=1.0, **kw)
         * K.SHO(variance=0.8, period=7.0, quality=1.5, **kw)
         + K.Matern32(lengthscale=0.8, variance=0.3, **kw),
+        "periodic_series": K.Matern32(lengthscale=25.0, variance=1.0, **kw)
+        * K.PeriodicSeries(lengthscale=1.2, variance=1.0, period=7.0, order=4, **kw),
     }
 
 
@@ -119,7 +121,7 @@ def test_lml_and_gradient_match_dense_gpr(name):
 
 
 @pytest.mark.parametrize("name", ["matern52", "sho_overdamped", "quasi_periodic",
-                                  "product_sum"])
+                                  "product_sum", "periodic_series"])
 def test_gradient_finite_differences(name):
     t, y = _data(n=60, seed=2)
     ss, _ = _models(name, t, y)

@@ -39,6 +39,7 @@ from gpnum.backend import device_of, get_namespace
 from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._linear import Constant
 from gpnum.kernels._periodic import Cosine
+from gpnum.kernels._periodic_series import PeriodicSeries
 from gpnum.kernels._sho import SHO, sho_functions, sho_parameter_derivatives
 from gpnum.kernels._stationary import Matern12, Matern32, Matern52
 
@@ -269,6 +270,62 @@ def _sho_form(kernel):
     return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition)
 
 
+def _periodic_series_form(kernel):
+    """A constant (weight ``c_0``) and ``order`` rotations by ``j w0 dt`` (weights ``c_j``):
+    the truncated cosine series is exact for :class:`PeriodicSeries` (Solin & Sarkka 2014)."""
+    var, rho = kernel.variance, kernel.period
+    xp = get_namespace(var)
+    M = kernel.order
+    c, dc = kernel.coefficients()
+    w0 = _TWO_PI / rho
+    dw0 = -w0 / rho
+    J = 2 * M + 1
+    weights = [c[0]] + [c[j] for j in range(1, M + 1) for _ in range(2)]
+    dweights = [dc[0]] + [dc[j] for j in range(1, M + 1) for _ in range(2)]
+    diag = xp.asarray(weights, dtype=var.dtype, device=device_of(var))
+    ddiag = xp.asarray(dweights, dtype=var.dtype, device=device_of(var))
+    eye = _eye(var, J)
+    P = var * diag * eye
+    dP = xp.stack([var * ddiag * eye, diag * eye, _zeros(var, (J, J))])
+    H = xp.asarray([1.0] + [1.0, 0.0] * M, dtype=var.dtype, device=device_of(var))
+
+    def rotations(dt):
+        phases = [j * w0 * dt for j in range(1, M + 1)]
+        return [(xp.cos(f), xp.sin(f)) for f in phases]
+
+    def transition(dt, need_grad):
+        blocks = [xp.ones((dt.shape[0], 1, 1), dtype=dt.dtype, device=device_of(dt))]
+        for co, si in rotations(dt):
+            blocks.append(xp.stack([xp.stack([co, -si], axis=-1), xp.stack([si, co], axis=-1)],
+                                   axis=-2))
+        A = _block_diag(blocks)
+        if not need_grad:
+            return A, None
+        dA_period = [xp.zeros_like(blocks[0])]
+        for j, (co, si) in enumerate(rotations(dt), start=1):
+            g = (j * dw0) * dt
+            dA_period.append(xp.stack([xp.stack([-si * g, -co * g], axis=-1),
+                                       xp.stack([co * g, -si * g], axis=-1)], axis=-2))
+        return A, xp.stack([xp.zeros_like(A), xp.zeros_like(A), _block_diag(dA_period)])
+
+    def transition_vjp(dt, A_bar):
+        # only the period moves A: sum over the rotation blocks of <A_bar, dR/dperiod>
+        total = 0.0
+        for j, (co, si) in enumerate(rotations(dt), start=1):
+            i = 2 * j - 1
+            a = [[A_bar[:, i + r, i + q] for q in range(2)] for r in range(2)]
+            g = xp.astype((j * dw0) * dt, A_bar.dtype, copy=False)
+            co, si = xp.astype(co, A_bar.dtype, copy=False), xp.astype(si, A_bar.dtype,
+                                                                        copy=False)
+            total = total + xp.sum(g * (-si * a[0][0] - co * a[0][1] + co * a[1][0]
+                                        - si * a[1][1]))
+        zero = xp.zeros((), dtype=A_bar.dtype, device=device_of(A_bar))
+        return xp.stack([zero, zero, zero + total])
+
+    return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
+                          transition_vjp)
+
+
 # ---------------------------------------------------------------------- sums and products
 def _prefixed(form, prefix):
     return StateSpaceForm([f"{prefix}.{n}" for n in form.names], form.H, form.P_inf,
@@ -372,6 +429,7 @@ _REGISTRY = {
     Cosine: _cosine_form,
     SHO: _sho_form,
     Constant: _constant_form,
+    PeriodicSeries: _periodic_series_form,
     Sum: lambda k: _sum_forms([_prefixed(state_space_form(c), i)
                                for i, c in enumerate(k.kernels)]),
     Product: lambda k: _product_forms([_prefixed(state_space_form(c), i)
