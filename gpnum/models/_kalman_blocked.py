@@ -155,12 +155,15 @@ def _block_elements(form, lay, h, P_inf, R, xp):
                          xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
                          -lay.y[l0:l1, :, None]], axis=2)
         for k in range(l0, l1):
-            V = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
-            U = xp.concat([V[:, :, :J] @ At[k - l0, ...], V[:, :, J:]], axis=2)
-            gz = h @ U + off[k - l0, ...]                        # [g | z]
+            # U and gz are new arrays of this step: updated in place (no copies)
+            U = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
+            U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
+            gz = h @ U
+            gz += off[k - l0, ...]                               # [g | z]
             S = gz[:, :J] @ h + R
             kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
-            W = U - kg[:, :, None] * gz[:, None, :]
+            U -= kg[:, :, None] * gz[:, None, :]
+            W = U
             zs.append(gz[:, J:])
             Ss.append(S)
     # Z = sum_k (w_k / S_k) z_k z_k^T per block: (B, J + 1, J + 1)
