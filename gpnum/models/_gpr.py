@@ -115,7 +115,7 @@ class GPR(FullBatchGaussianModel):
     #: ``solver="auto"`` takes the state-space path above this many points (one input
     #: column, a kernel with a state-space form): where it overtakes Cholesky (LML and
     #: gradient, docs/timeseries.md).
-    AUTO_STATE_SPACE_MIN_N = 300
+    AUTO_STATE_SPACE_MIN_N = 150
     #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
     #: likelihood, not an ELBO.
     objective_name = "lml"
