@@ -42,8 +42,9 @@ later data (a suffix scan of the elements), the later data contribute
     df/dm = nu,  df/dP = 1/2 (nu nu^T - (I + J_f P)^{-1} J_f),
     nu = (I + J_f P)^{-1} (eta_f - J_f m)
 
-(the mean and covariance derivatives of a Gaussian expectation, Opper & Archambeau 2009,
-eq. 4-5). Pass 3 runs the filter in every block from its filtered start (batched over
+(the derivatives of a Gaussian expectation w.r.t. its mean and covariance: Bonnet's and
+Price's theorems, as used by Opper & Archambeau 2009, "The variational Gaussian approximation
+revisited"). Pass 3 runs the filter in every block from its filtered start (batched over
 blocks), and the backward pass from the end adjoints gives the adjoints of every
 ``A_k``, ``P_inf``, ``R`` and ``y_k``, contracted with ``dA/dtheta`` by the kernel's form
 (:meth:`gpnum.kernels.StateSpaceForm.transition_vjp`). The cost is about three times the
