@@ -191,7 +191,8 @@ def _matern_form(kernel, J):
         for k in range(1, J):
             fact *= k
             poly = poly + (term_t / fact) * powers[k]
-            dpoly = dpoly + (term_t / fact) * dpowers[k]
+            if need_grad:
+                dpoly = dpoly + (term_t / fact) * dpowers[k]
             term_t = term_t * tk
         A = e * poly
         if not need_grad:
