@@ -138,7 +138,7 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``A W``, one
     ``(A D) A^T``, one ``h^T [D- | A Phi | A b]`` and one rank-one update; the sums ``Jm``,
     ``eta`` and ``sum r^2 / S`` come from one product of the stored
-    ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after the loop.
+    ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after each slab of steps.
     """
     B, J = lay.B, P_inf.shape[-1]
     dev = lay.dev
@@ -146,7 +146,8 @@ def _block_elements(form, lay, h, P_inf, R, xp):
                                    xp.zeros((J, 1), dtype=xp.float64, device=dev)], axis=1),
                         (B, J, 2 * J + 1))
     hP = h @ P_inf
-    zs, Ss = [], []
+    Z = xp.zeros((B, J + 1, J + 1), dtype=xp.float64, device=dev)
+    logS = xp.zeros((B,), dtype=xp.float64, device=dev)
     for l0, l1 in _slabs(lay):
         As = _transitions(form, lay, l0, l1, xp)
         # A^T of the slab, stored contiguously (a product with a transposed view is slower)
@@ -155,6 +156,7 @@ def _block_elements(form, lay, h, P_inf, R, xp):
         off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
                          xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
                          -lay.y[l0:l1, :, None]], axis=2)
+        zs, Ss = [], []
         for k in range(l0, l1):
             # U and gz are new arrays of this step: updated in place (no copies)
             U = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
@@ -167,12 +169,13 @@ def _block_elements(form, lay, h, P_inf, R, xp):
             W = U
             zs.append(gz[:, J:])
             Ss.append(S)
-    # Z = sum_k (w_k / S_k) z_k z_k^T per block: (B, J + 1, J + 1)
-    z = xp.stack(zs, axis=1)                                  # (B, L, J + 1)
-    S = _t(xp.stack(Ss, axis=0))                              # (B, L)
-    wS = _t(lay.w) / S
-    Z = _t(z) @ (z * wS[:, :, None])
-    c = -0.5 * (Z[:, J, J] + xp.sum(_t(lay.w) * xp.log(S), axis=1))
+        # Z += sum_k (w_k / S_k) z_k z_k^T per block, over the slab's steps
+        z = xp.stack(zs, axis=1)                                  # (B, l1 - l0, J + 1)
+        S = _t(xp.stack(Ss, axis=0))                              # (B, l1 - l0)
+        w = _t(lay.w[l0:l1, :])
+        Z = Z + _t(z) @ (z * (w / S)[:, :, None])
+        logS = logS + xp.sum(w * xp.log(S), axis=1)
+    c = -0.5 * (Z[:, J, J] + logS)
     Phi, b = W[:, :, J:2 * J], W[:, :, 2 * J:]
     return (Phi, b, _sym(W[:, :, :J] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
 
