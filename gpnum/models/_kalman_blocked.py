@@ -170,11 +170,12 @@ def _block_elements(form, lay, h, P_inf, R, xp):
             zs.append(gz[:, J:])
             Ss.append(S)
         # Z += sum_k (w_k / S_k) z_k z_k^T per block, over the slab's steps
-        z = xp.stack(zs, axis=1)                                  # (B, l1 - l0, J + 1)
-        S = _t(xp.stack(Ss, axis=0))                              # (B, l1 - l0)
-        w = _t(lay.w[l0:l1, :])
-        Z = Z + _t(z) @ (z * (w / S)[:, :, None])
-        logS = logS + xp.sum(w * xp.log(S), axis=1)
+        z = xp.stack(zs, axis=0)                                  # (l1 - l0, B, J + 1)
+        S = xp.stack(Ss, axis=0)                                  # (l1 - l0, B)
+        w = lay.w[l0:l1, :]
+        zw = z * (w / S)[:, :, None]
+        Z = Z + xp.permute_dims(z, (1, 2, 0)) @ xp.permute_dims(zw, (1, 0, 2))
+        logS = logS + xp.sum(w * xp.log(S), axis=0)
     c = -0.5 * (Z[:, J, J] + logS)
     Phi, b = W[:, :, J:2 * J], W[:, :, 2 * J:]
     return (Phi, b, _sym(W[:, :, :J] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
