@@ -42,6 +42,7 @@ import numpy as np
 from gpnum.backend import get_namespace
 
 __all__ = [
+    "bessel_ive_host",
     "erfcx",
     "ndtr",
     "log_ndtr",
@@ -347,3 +348,13 @@ def multidigamma(a, dim: int):
     for d in range(1, dim):
         out = out + digamma(a - 0.5 * d)
     return out
+
+
+def bessel_ive_host(max_order: int, x: float) -> list:
+    """``[ive_0(x), ..., ive_{max_order + 1}(x)]``, ``ive_j(x) = I_j(x) exp(-x)`` (the
+    exponentially scaled modified Bessel functions of the first kind) for one host scalar
+    ``x >= 0``, as Python floats (SciPy; one more order than asked, for derivatives:
+    ``d ive_j / dx = (ive_{j-1} + ive_{j+1}) / 2 - ive_j``, ``ive_{-1} = ive_1``)."""
+    from scipy.special import ive
+
+    return [float(v) for v in ive(np.arange(max_order + 2, dtype=np.float64), float(x))]

@@ -41,6 +41,8 @@ def _kernels(**kw):
         "product_sum": K.Matern12(lengthscale=20.0, variance=1.0, **kw)
         * K.SHO(variance=0.8, period=7.0, quality=1.5, **kw)
         + K.Matern32(lengthscale=0.8, variance=0.3, **kw),
+        "periodic_series": K.Matern32(lengthscale=25.0, variance=1.0, **kw)
+        * K.PeriodicSeries(lengthscale=1.2, variance=1.0, period=7.0, order=4, **kw),
     }
 
 
@@ -90,13 +92,12 @@ def sequential_lml(form, t, y, noise, mean):
     return total
 
 
-@pytest.mark.parametrize("method", ["blocked", "associative"])
+@pytest.mark.parametrize("steps", [None, 13])  # 13: an uneven split, a padded last block
 @pytest.mark.parametrize("name", KERNELS)
-def test_scan_matches_sequential_filter(name, method, monkeypatch):
+def test_scan_matches_sequential_filter(name, steps, monkeypatch):
     from gpnum.models import _gpr_state_space
 
-    monkeypatch.setattr(_gpr_state_space, "METHOD", method)
-    monkeypatch.setattr(_gpr_state_space, "BLOCKS", 13)  # uneven: a padded last block
+    monkeypatch.setattr(_gpr_state_space, "STEPS_PER_BLOCK", steps)
     t, y = _data()
     ss, _ = _models(name, t, y)
     ref = sequential_lml(K.state_space_form(ss.kernel), t, y, 0.09, 0.15)
@@ -120,7 +121,7 @@ def test_lml_and_gradient_match_dense_gpr(name):
 
 
 @pytest.mark.parametrize("name", ["matern52", "sho_overdamped", "quasi_periodic",
-                                  "product_sum"])
+                                  "product_sum", "periodic_series"])
 def test_gradient_finite_differences(name):
     t, y = _data(n=60, seed=2)
     ss, _ = _models(name, t, y)
@@ -137,21 +138,19 @@ def test_gradient_finite_differences(name):
         check_grad(f, x0, grads[key], name=key, eps=1e-6)
 
 
-@pytest.mark.parametrize("method, chunk, blocks", [("associative", 37, 1),
-                                                  ("blocked", 37, 4), ("blocked", 500, 1),
-                                                  ("blocked", 1000, 499)])
-def test_chunks_and_blocks_change_nothing(monkeypatch, method, chunk, blocks):
-    from gpnum.models import _gpr_state_space
+@pytest.mark.parametrize("steps, slab, group", [(1, 1 << 16, 1 << 18), (7, 20, 50),
+                                                 (500, 1 << 16, 1 << 18), (499, 300, 100)])
+def test_blocks_slabs_and_groups_change_nothing(monkeypatch, steps, slab, group):
+    # one block of every step (a sequential filter), one step per block (the scans do all
+    # the work), and transitions and the gradient's pass in pieces
+    from gpnum.models import _gpr_state_space, _kalman_blocked
 
     t, y = _data()
-    ss, _ = _models("matern32_plus_sho", t, y)
-    monkeypatch.setattr(_gpr_state_space, "METHOD", "associative")
-    monkeypatch.setattr(_gpr_state_space, "CHUNK", 10 ** 6)
-    v1, g1 = ss.log_marginal_likelihood_and_grad()
-    monkeypatch.setattr(_gpr_state_space, "METHOD", method)
-    monkeypatch.setattr(_gpr_state_space, "CHUNK", chunk)
-    monkeypatch.setattr(_gpr_state_space, "BLOCKS", blocks)
-    v2, g2 = ss.log_marginal_likelihood_and_grad()
+    v1, g1 = _models("matern32_plus_sho", t, y)[0].log_marginal_likelihood_and_grad()
+    monkeypatch.setattr(_gpr_state_space, "STEPS_PER_BLOCK", steps)
+    monkeypatch.setattr(_kalman_blocked, "SLAB", slab)
+    monkeypatch.setattr(_kalman_blocked, "GROUP", group)
+    v2, g2 = _models("matern32_plus_sho", t, y)[0].log_marginal_likelihood_and_grad()
     assert abs(float(v1) - float(v2)) <= 1e-11 * abs(float(v1))
     for key in g1:
         assert _rel(g2[key], g1[key]) < 1e-10

@@ -38,6 +38,10 @@ def _kernels():
         "product3": K.Matern12(1.7, 0.8) * K.Matern32(2.2, 1.0) * K.SHO(0.9, 1.9, 0.8),
         "nested": (K.Matern32(0.5, 1.0) + K.Cosine(1.1, 0.4)) * K.Matern12(4.0, 1.5)
         + K.Matern52(0.6, 0.2),
+        "periodic_series": K.PeriodicSeries(lengthscale=0.9, variance=1.1, period=2.2, order=5),
+        "periodic_series_sum": K.Matern32(2.0, 0.5)
+        * K.PeriodicSeries(lengthscale=1.3, variance=1.0, period=1.1, order=3)
+        + K.Matern12(0.7, 0.3),
     }
 
 
@@ -162,6 +166,19 @@ def test_form_derivatives_finite_differences(name):
                    name=f"{name} dQ/d{pname}", atol=1e-10)
         check_grad(lambda v: np.sum(WP * parts(v)[2]), np.array(x0),
                    np.sum(WP * form.dP_inf[i]), name=f"{name} dP_inf/d{pname}", atol=1e-10)
+
+
+@pytest.mark.parametrize("name", KERNEL_IDS)
+def test_transition_vjp_is_the_contraction_with_dA(name):
+    # the reverse pass's seam: sums split the adjoint by blocks, PeriodicSeries has its own
+    form = K.state_space_form(_kernels()[name])
+    dt = np.array([0.0, 0.013, 0.35, 1.2, 4.0])
+    _, dA = form.transition(dt, need_grad=True)
+    A_bar = np.random.default_rng(5).standard_normal(dA.shape[1:])
+    got = np.asarray(form.transition_vjp(dt, A_bar))
+    ref = np.einsum("pkij,kij->p", np.asarray(dA), A_bar)
+    assert got.shape == (len(form.names),)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
 
 def test_form_on_every_backend(xp, dtype, device, to_xp):

@@ -49,6 +49,30 @@ class LogMarginalLikelihood:
         self.model.log_marginal_likelihood_and_grad()
 
 
+class LongSeries:
+    """The LML alone and with its gradient at 10^5 and 10^6 points, NumPy float64 (the sizes
+    of the celerite2 comparison; the blocked scan's Python loop runs over about sqrt(n / 2)
+    steps, at most 512 blocks a step)."""
+
+    params = ([100000, 1000000],)
+    param_names = ("n",)
+    timeout = 600
+    number = 1
+    repeat = 2
+
+    def setup(self, n):
+        self.model = _model(np, n, "state_space")
+
+    def time_lml(self, n):
+        self.model.log_marginal_likelihood()
+
+    def time_lml_and_grad(self, n):
+        self.model.log_marginal_likelihood_and_grad()
+
+    def peakmem_lml_and_grad(self, n):
+        self.model.log_marginal_likelihood_and_grad()
+
+
 class Prediction:
     """predict_f at 1,000 new inputs spread over and beyond the data (the smoother over the n
     training inputs, then one step per new input)."""

@@ -17,6 +17,7 @@ from gpnum.kernels._linear import Constant, Linear, White
 from gpnum.kernels._multioutput import ICM, LMC, IndependentOutputs, MultiOutputKernel
 from gpnum.kernels._nested import ParentKernel
 from gpnum.kernels._periodic import Cosine, Periodic
+from gpnum.kernels._periodic_series import PeriodicSeries
 from gpnum.kernels._polynomial import Polynomial
 from gpnum.kernels._rq import RationalQuadratic
 from gpnum.kernels._sho import SHO
@@ -53,6 +54,7 @@ __all__ = [
     "Matern52",
     "ParentKernel",
     "Periodic",
+    "PeriodicSeries",
     "Polynomial",
     "Product",
     "RBF",

@@ -39,6 +39,7 @@ from gpnum.backend import device_of, get_namespace
 from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._linear import Constant
 from gpnum.kernels._periodic import Cosine
+from gpnum.kernels._periodic_series import PeriodicSeries
 from gpnum.kernels._sho import SHO, sho_functions, sho_parameter_derivatives
 from gpnum.kernels._stationary import Matern12, Matern32, Matern52
 
@@ -64,12 +65,13 @@ class StateSpaceForm:
         ``d P_inf / d theta`` for each parameter of ``names``.
     """
 
-    def __init__(self, names, H, P_inf, dP_inf, transition):
+    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None):
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
         self.dP_inf = dP_inf
         self._transition = transition
+        self._transition_vjp = transition_vjp
 
     @property
     def state_dim(self) -> int:
@@ -80,6 +82,17 @@ class StateSpaceForm:
         """``A(dt)`` for steps ``dt`` (n,) >= 0: (n, J, J), and ``dA/dtheta`` (p, n, J, J) or
         None."""
         return self._transition(dt, need_grad)
+
+    def transition_vjp(self, dt, A_bar):
+        """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
+        (n, J, J): (p,), in ``A_bar``'s dtype (the reverse-mode seam of the state-space
+        likelihood)."""
+        if self._transition_vjp is not None:
+            return self._transition_vjp(dt, A_bar)
+        xp = get_namespace(A_bar)
+        _, dA = self.transition(dt, True)
+        dA = xp.astype(dA, A_bar.dtype, copy=False)
+        return xp.sum(dA * A_bar[None, ...], axis=(1, 2, 3))
 
     def process_noise(self, A, dA=None):
         """``Q = P_inf - A P_inf A^T`` (n, J, J) and (with ``dA``) ``dQ/dtheta`` (p, n, J, J).
@@ -178,7 +191,8 @@ def _matern_form(kernel, J):
         for k in range(1, J):
             fact *= k
             poly = poly + (term_t / fact) * powers[k]
-            dpoly = dpoly + (term_t / fact) * dpowers[k]
+            if need_grad:
+                dpoly = dpoly + (term_t / fact) * dpowers[k]
             term_t = term_t * tk
         A = e * poly
         if not need_grad:
@@ -257,23 +271,82 @@ def _sho_form(kernel):
     return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition)
 
 
+def _periodic_series_form(kernel):
+    """A constant (weight ``c_0``) and ``order`` rotations by ``j w0 dt`` (weights ``c_j``):
+    the truncated cosine series is exact for :class:`PeriodicSeries` (Solin & Sarkka 2014)."""
+    var, rho = kernel.variance, kernel.period
+    xp = get_namespace(var)
+    M = kernel.order
+    c, dc = kernel.coefficients()
+    w0 = _TWO_PI / rho
+    dw0 = -w0 / rho
+    J = 2 * M + 1
+    weights = [c[0]] + [c[j] for j in range(1, M + 1) for _ in range(2)]
+    dweights = [dc[0]] + [dc[j] for j in range(1, M + 1) for _ in range(2)]
+    diag = xp.asarray(weights, dtype=var.dtype, device=device_of(var))
+    ddiag = xp.asarray(dweights, dtype=var.dtype, device=device_of(var))
+    eye = _eye(var, J)
+    P = var * diag * eye
+    dP = xp.stack([var * ddiag * eye, diag * eye, _zeros(var, (J, J))])
+    H = xp.asarray([1.0] + [1.0, 0.0] * M, dtype=var.dtype, device=device_of(var))
+
+    def rotations(dt):
+        phases = [j * w0 * dt for j in range(1, M + 1)]
+        return [(xp.cos(f), xp.sin(f)) for f in phases]
+
+    def transition(dt, need_grad):
+        blocks = [xp.ones((dt.shape[0], 1, 1), dtype=dt.dtype, device=device_of(dt))]
+        for co, si in rotations(dt):
+            blocks.append(xp.stack([xp.stack([co, -si], axis=-1), xp.stack([si, co], axis=-1)],
+                                   axis=-2))
+        A = _block_diag(blocks)
+        if not need_grad:
+            return A, None
+        dA_period = [xp.zeros_like(blocks[0])]
+        for j, (co, si) in enumerate(rotations(dt), start=1):
+            g = (j * dw0) * dt
+            dA_period.append(xp.stack([xp.stack([-si * g, -co * g], axis=-1),
+                                       xp.stack([co * g, -si * g], axis=-1)], axis=-2))
+        return A, xp.stack([xp.zeros_like(A), xp.zeros_like(A), _block_diag(dA_period)])
+
+    def transition_vjp(dt, A_bar):
+        # only the period moves A: sum over the rotation blocks of <A_bar, dR/dperiod>
+        total = 0.0
+        for j, (co, si) in enumerate(rotations(dt), start=1):
+            i = 2 * j - 1
+            a = [[A_bar[:, i + r, i + q] for q in range(2)] for r in range(2)]
+            g = xp.astype((j * dw0) * dt, A_bar.dtype, copy=False)
+            co, si = xp.astype(co, A_bar.dtype, copy=False), xp.astype(si, A_bar.dtype,
+                                                                        copy=False)
+            total = total + xp.sum(g * (-si * a[0][0] - co * a[0][1] + co * a[1][0]
+                                        - si * a[1][1]))
+        zero = xp.zeros((), dtype=A_bar.dtype, device=device_of(A_bar))
+        return xp.stack([zero, zero, zero + total])
+
+    return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
+                          transition_vjp)
+
+
 # ---------------------------------------------------------------------- sums and products
 def _prefixed(form, prefix):
     return StateSpaceForm([f"{prefix}.{n}" for n in form.names], form.H, form.P_inf,
-                          form.dP_inf, form._transition)
+                          form.dP_inf, form._transition, form._transition_vjp)
 
 
 def _block_diag(blocks):
     """Block-diagonal matrices from ``blocks`` (..., J_i, J_i) sharing leading dimensions."""
     xp = get_namespace(blocks[0])
-    sizes = [b.shape[-1] for b in blocks]
+    total = sum(b.shape[-1] for b in blocks)
     lead = tuple(blocks[0].shape[:-2])
-    rows = []
-    for i, b in enumerate(blocks):
-        parts = [b if j == i else _zeros(b, lead + (sizes[i], sizes[j]))
-                 for j in range(len(blocks))]
-        rows.append(xp.concat(parts, axis=-1))
-    return xp.concat(rows, axis=-2)
+    # written into one new array: a concatenation of zero blocks costs several times more
+    out = xp.zeros(lead + (total, total), dtype=xp.result_type(*blocks),
+                   device=device_of(blocks[0]))
+    start = 0
+    for b in blocks:
+        stop = start + b.shape[-1]
+        out[..., start:stop, start:stop] = b
+        start = stop
+    return out
 
 
 def _sum_forms(forms):
@@ -301,7 +374,17 @@ def _sum_forms(forms):
                                    for j in range(len(forms))]))
         return A, xp.concat(dA, axis=0)
 
-    return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition)
+    def transition_vjp(dt, A_bar):
+        # A is block diagonal: only its diagonal blocks depend on the parts' parameters
+        out, start = [], 0
+        for f, size in zip(forms, J, strict=True):
+            stop = start + size
+            out.append(f.transition_vjp(dt, A_bar[:, start:stop, start:stop]))
+            start = stop
+        return xp.concat(out)
+
+    return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition,
+                          transition_vjp)
 
 
 def _kron(X, Y):
@@ -347,6 +430,7 @@ _REGISTRY = {
     Cosine: _cosine_form,
     SHO: _sho_form,
     Constant: _constant_form,
+    PeriodicSeries: _periodic_series_form,
     Sum: lambda k: _sum_forms([_prefixed(state_space_form(c), i)
                                for i, c in enumerate(k.kernels)]),
     Product: lambda k: _product_forms([_prefixed(state_space_form(c), i)

@@ -67,8 +67,9 @@ class GPR(FullBatchGaussianModel):
         estimates (seeded by ``cg_options.seed``, so repeated calls agree; the standard error
         of the last estimate is in :attr:`cg_info`). ``"state_space"``: one input column
         (time) and a kernel with an exact state-space form (Matern-1/2, 3/2, 5/2, Cosine,
-        SHO, Constant, their sums and products: :func:`gpnum.kernels.state_space_form`);
-        exact, O(n) time and memory by a parallel Kalman filter and smoother
+        SHO, Constant, PeriodicSeries, their sums and products:
+        :func:`gpnum.kernels.state_space_form`); exact, O(n) time and memory by a blocked
+        Kalman filter (its gradient by a reverse pass) and a parallel smoother
         (``predict_f(full_cov=True)`` costs O(n m) for m new inputs; docs/timeseries.md). ``"auto"``: state space for such
         kernels on one column above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
         to ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
@@ -116,7 +117,7 @@ class GPR(FullBatchGaussianModel):
     #: ``solver="auto"`` takes the state-space path above this many points (one input
     #: column, a kernel with a state-space form): where it overtakes Cholesky (LML and
     #: gradient, docs/timeseries.md).
-    AUTO_STATE_SPACE_MIN_N = 300
+    AUTO_STATE_SPACE_MIN_N = 150
     #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
     #: likelihood, not an ELBO.
     objective_name = "lml"

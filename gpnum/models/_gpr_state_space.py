@@ -6,8 +6,8 @@ with an exact state-space form (:func:`gpnum.kernels.state_space_form`). The inp
 linear-Gaussian state-space model (Hartikainen & Sarkka 2010):
 
 - log marginal likelihood and its gradient w.r.t. every hyper-parameter (the kernel's, the
-  noise variance, the constant mean): the parallel Kalman filter with forward-mode tangents
-  (:mod:`gpnum.models._kalman_scan`);
+  noise variance, the constant mean): a blocked scan of the Kalman filter, the gradient by
+  its hand-written reverse pass (:mod:`gpnum.models._kalman_blocked`);
 - predictions at any new inputs: the parallel RTS smoother over the training inputs, then one
   prediction and one smoothing step per new input from its neighbours
   (:mod:`gpnum.models._kalman_smoother`);
@@ -23,18 +23,13 @@ from gpnum.backend import default_rng, device_of
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.kernels import has_state_space_form, state_space_form
 from gpnum.models import _kalman_smoother as smoother
-from gpnum.models._kalman_blocked import chunk_terms_blocked
-from gpnum.models._kalman_scan import log_marginal_likelihood
+from gpnum.models._kalman_blocked import lml_blocked
 
 __all__ = ["check_state_space", "has_state_space_form", "lml", "predict", "prediction_state", "sample_f"]
 
-#: Steps per scan of the likelihood: memory O(chunk J^2 p).
-CHUNK = 1 << 16
-#: The likelihood's scan: "blocked" (:mod:`gpnum.models._kalman_blocked`, at most BLOCKS
-#: blocks per chunk) or "associative" (:mod:`gpnum.models._kalman_scan`, the odd/even
-#: recursion).
-METHOD = "blocked"
-BLOCKS = 2048
+#: Steps per block of the likelihood's blocked scan (None: about sqrt(n / 2),
+#: :func:`gpnum.models._kalman_blocked.steps_per_block`).
+STEPS_PER_BLOCK = None
 
 
 def check_state_space(kernel, X):
@@ -76,56 +71,17 @@ def lml(model, X, y, need_grad):
     xp = model.xp
     form = state_space_form(model.kernel)
     t, _, resid = _sorted(model, X, y)
-    n = t.shape[0]
-    dt = _steps(xp, t)
-    P_inf, h = _high(xp, form.P_inf), _high(xp, form.H)
-    R = _noise(model)
-    pk = len(form.names)
-    dev = device_of(t)
-    J = form.state_dim
-
-    def steps(s, e):
-        A, dA = form.transition(dt[s:e], need_grad)
-        Q, dQ = form.process_noise(A, dA)
-        A, Q = _high(xp, A), _high(xp, Q)
-        Y = resid[s:e, None]
-        if s == 0:  # the prior: Q_0 = P_inf
-            Q = xp.concat([P_inf[None, :, :], Q[1:, :, :]], axis=0)
-        if not need_grad:
-            return A, Q, Y
-        dA, dQ = _high(xp, dA), _high(xp, dQ)
-        if s == 0:
-            dQ = xp.concat([_high(xp, form.dP_inf)[:, None, :, :], dQ[:, 1:, :, :]], axis=1)
-        m = e - s
-        # two more directions: the noise variance (through R) and the mean (through Y)
-        zeros = xp.zeros((2, m, J, J), dtype=xp.float64, device=dev)
-        dA = xp.concat([dA, zeros], axis=0)
-        dQ = xp.concat([dQ, zeros], axis=0)
-        dY = xp.concat([xp.zeros((pk + 1, m, 1), dtype=xp.float64, device=dev),
-                        -xp.ones((1, m, 1), dtype=xp.float64, device=dev)], axis=0)
-        return A, Q, Y, dA, dQ, dY
-
-    dR = None
-    if need_grad:
-        dR = xp.concat([xp.zeros((pk,), dtype=xp.float64, device=dev),
-                        xp.asarray([1.0, 0.0], dtype=xp.float64, device=dev)])
-    terms = None
-    if METHOD == "blocked":
-        def terms(*args):
-            # blocks of at least ~32 steps: the scan over the block elements (general
-            # combinations with an inverse) stays a small part of the work
-            return chunk_terms_blocked(*args, num_blocks=min(BLOCKS, max(64,
-                                                                       args[0].shape[0] // 32)))
-    value, dvalue = log_marginal_likelihood(n, h, R, steps, dR=dR, chunk=CHUNK,
-                                            chunk_terms=terms)
+    value, parts = lml_blocked(form, _steps(xp, t), resid, _noise(model), need_grad,
+                               L=STEPS_PER_BLOCK)
     value = model._scalar(value)
     if not need_grad:
         return value, None
+    d_kernel, d_R, d_y = parts
     params = model.kernel.parameters()
-    grads = {"mean": model._scalar(dvalue[pk + 1])}
+    grads = {"mean": model._scalar(-d_y)}
     for i, name in enumerate(form.names):
-        grads[f"kernel.{name}"] = model._shaped(dvalue[i], params[name].shape)
-    grads["likelihood.variance"] = model._shaped(dvalue[pk], model.likelihood.variance.shape)
+        grads[f"kernel.{name}"] = model._shaped(d_kernel[i], params[name].shape)
+    grads["likelihood.variance"] = model._shaped(d_R, model.likelihood.variance.shape)
     return value, grads
 
 

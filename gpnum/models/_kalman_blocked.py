@@ -1,27 +1,54 @@
-"""The Kalman filter's log marginal likelihood as a blocked scan (three passes over blocks).
+"""The Kalman filter's log marginal likelihood and its gradient as a blocked scan.
 
-The steps of a chunk are cut into ``B`` contiguous blocks of ``L`` steps, and the Python loops
-run over the ``L`` steps of a block, every operation batched over the ``B`` blocks (the blocked
-form of a parallel scan; Blelloch 1990, "Prefix sums and their applications", sec. 1.4):
+Model (scalar observations): ``x_0 ~ N(0, P_inf)``, ``x_k = A_k x_{k-1} + q_k``,
+``q_k ~ N(0, P_inf - A_k P_inf A_k^T)``, ``y_k = h^T x_k + e_k``, ``e_k ~ N(0, R)``. The
+predicted covariance is written ``A (P - P_inf) A^T + P_inf`` so that neither the process
+noise nor its derivative is ever formed (and the prior is the step with ``A_0 = 0``).
 
-1. each block's Sarkka & Garcia-Fernandez (2021) element, folded step by step (one step's
-   element has an information matrix of rank one, so each fold is a Sherman-Morrison update:
-   :func:`_fold_step`);
-2. an associative scan over the ``B`` block elements: the filtered state at every block's end;
-3. the ordinary Kalman filter inside every block from the filtered state before it, which gives
-   the innovations and the log marginal likelihood (Sarkka 2013, sec. 4.3 and 12.3.1).
+The ``n`` steps are cut into ``B`` blocks of ``L`` steps (``B L >= n``; padding steps are
+identities without an observation). Python loops run over the ``L`` steps of a block (about
+``sqrt(n)``), every array operation batched over the ``B`` blocks (the blocked form of a
+parallel scan; Blelloch 1990, sec. 1.4); the scans over the ``B`` block summaries are the
+associative odd/even recursion of :mod:`gpnum.models._kalman_scan`.
 
-The arrays of one step are (B, J, J): they stay in cache, and the work per step is that of one
-combination and one filter step instead of the full scan's two combinations over arrays that
-do not fit in cache. Forward-mode tangents (one per hyper-parameter) ride along exactly as in
-:mod:`gpnum.models._kalman_scan`; pass 3's differential is that of the textbook filter step:
+**Value.** Pass 1 filters every block conditioned on the state ``x`` just before it:
+``x_k | x, y = N(Phi_k x + b_k, C_k)``; each observation then has the scalar innovation
+``y_k - h^T A_k b_{k-1}`` with variance ``S_k`` (independent of ``x``) and loading
+``u_k = (h^T A_k Phi_{k-1})^T``, so
 
-    m- = A m,  P- = A P A^T + Q,  g = P- h,  S = h^T g + R,  v = y - h^T m-,
-    m = m- + g v / S,  P = P- - g g^T / S,
-    dP- = dA P A^T + A dP A^T + A P dA^T + dQ,  dg = dP- h,  dS = h^T dg + dR,
-    dm = dm- + (dg v + g dv - g v dS / S) / S,  dP = dP- - (dg g^T + g dg^T - g g^T dS / S) / S.
+    log p(y_block | x) = c - 1/2 x^T Jm x + eta^T x,
+    c = -1/2 sum_k (r_k^2 / S_k + log S_k + log 2 pi),  Jm = sum_k u_k u_k^T / S_k,
+    eta = sum_k u_k r_k / S_k,
 
-Padding steps (to fill the last block) are bare identities without an observation.
+and ``(Phi, b, C, eta, Jm)`` at the block's end is its Sarkka & Garcia-Fernandez (2021,
+lemma 7-8) element. Pass 2 scans the elements: the filtered state ``N(mu, Sigma)`` before
+every block. The block's share of the log marginal likelihood is the Gaussian integral
+
+    c + log E_{x ~ N(mu, Sigma)} exp(-1/2 x^T Jm x + eta^T x)
+      = c - 1/2 log|I + Sigma Jm| + 1/2 g^T (I + Sigma Jm)^{-1} Sigma g + eta^T mu
+        - 1/2 mu^T Jm mu,  g = eta - Jm mu,
+
+so the value needs no second pass over the steps. Every update has a scalar innovation:
+gains are vectors and divisions, not solves.
+
+**Gradient (reverse mode, by hand).** The log marginal likelihood is a chain of ordinary
+filter steps; its adjoint is the filter's recursion run backwards (Giles 2008, "Collected
+matrix derivative results for forward and reverse mode algorithmic differentiation").
+Blocks decouple once the adjoint of the filtered state at every block's end is known, and
+that adjoint is closed-form: with ``(eta_f, J_f)`` the information about the state from all
+later data (a suffix scan of the elements), the later data contribute
+``f(m, P) = log E_{x ~ N(m, P)} exp(-1/2 x^T J_f x + eta_f^T x)``, whose gradient is
+
+    df/dm = nu,  df/dP = 1/2 (nu nu^T - (I + J_f P)^{-1} J_f),
+    nu = (I + J_f P)^{-1} (eta_f - J_f m)
+
+(the derivatives of a Gaussian expectation w.r.t. its mean and covariance: Bonnet's and
+Price's theorems, as used by Opper & Archambeau 2009, "The variational Gaussian approximation
+revisited"). Pass 3 runs the filter in every block from its filtered start (batched over
+blocks), and the backward pass from the end adjoints gives the adjoints of every
+``A_k``, ``P_inf``, ``R`` and ``y_k``, contracted with ``dA/dtheta`` by the kernel's form
+(:meth:`gpnum.kernels.StateSpaceForm.transition_vjp`). The cost is about three times the
+value's, independent of the number of hyper-parameters.
 """
 
 from __future__ import annotations
@@ -29,17 +56,24 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.models._kalman_scan import (
-    _combine,
-    _combine_with_tangents,
-    _elements,
-    _predict_first,
-    associative_scan,
-)
+from gpnum.models._kalman_scan import _combine, associative_scan
 
-__all__ = ["chunk_terms_blocked"]
+__all__ = ["lml_blocked", "steps_per_block"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+#: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2).
+SLAB = 1 << 16
+#: Steps whose filtered states pass 3 keeps at once (the gradient's memory).
+GROUP = 1 << 20
+#: Most blocks a step's arrays hold (see :func:`steps_per_block`).
+MAX_BLOCKS = 512
+
+
+def steps_per_block(n):
+    """The block length ``L`` for ``n`` steps: about ``sqrt(n / 2)`` (the Python steps of
+    pass 1 and the scans over the ``B`` block elements cost alike), and at least ``n /
+    MAX_BLOCKS`` so that one step's arrays (B, J, 2J + 1) stay in a core's cache."""
+    return max(1, min(n, max(int(round(math.sqrt(n / 2.0))), -(-n // MAX_BLOCKS))))
 
 
 def _t(M):
@@ -50,213 +84,271 @@ def _sym(M):
     return 0.5 * (M + _t(M))
 
 
-def _mv(M, v):
-    """Stacked matrix-vector products ``M v`` for (..., J, J) and (..., J)."""
-    return (M @ v[..., None])[..., 0]
-
-
 def _outer(u, v):
     return u[..., :, None] * v[..., None, :]
 
 
-def _pad(x, count, value, axis):
-    """``x`` with ``count`` copies of ``value`` (broadcast to one step) appended along
-    ``axis``."""
-    if count == 0:
-        return x
-    xp = get_namespace(x)
-    shape = list(x.shape)
-    shape[axis] = count
-    fill = xp.broadcast_to(value, tuple(shape)) if hasattr(value, "shape") else \
-        xp.full(tuple(shape), value, dtype=x.dtype, device=device_of(x))
-    return xp.concat([x, xp.astype(fill, x.dtype, copy=True)], axis=axis)
+def _mv(M, v):
+    return (M @ v[..., None])[..., 0]
 
 
-def _dot(u, v):
-    return get_namespace(u).sum(u * v, axis=-1)
+class _Layout:
+    """Steps in block-major order ``b L + k`` stored step-major: row ``k``, column ``b``."""
+
+    def __init__(self, xp, dt, y, L):
+        n = dt.shape[0]
+        self.xp, self.n, self.L = xp, n, L
+        self.B = -(-n // L)
+        pad = self.B * L - n
+        dev = device_of(dt)
+        self.dev = dev
+        zeros = xp.zeros((pad,), dtype=dt.dtype, device=dev)
+        ones = xp.ones((n,), dtype=dt.dtype, device=dev)
+        # (L, B): column b holds block b's steps
+        self.dt = _t(xp.reshape(xp.concat([dt, zeros]), (self.B, L)))
+        self.y = _t(xp.reshape(xp.concat([y, zeros]), (self.B, L)))
+        self.w = _t(xp.reshape(xp.concat([ones, zeros]), (self.B, L)))
+        # the first step of the whole series is the prior: A_0 = 0
+        first = xp.concat([xp.zeros((1,), dtype=dt.dtype, device=dev),
+                           xp.ones((self.B - 1,), dtype=dt.dtype, device=dev)])
+        self.keep0 = first[:, None, None]
 
 
-def _fold_step(agg, A, Q, y, w, h, R, tangents=None):
-    """``agg (+) e`` for a single step's element ``e`` (transition ``A``, noise ``Q``,
-    observation ``y`` with weight ``w``): its ``J_e = a a^T w / S`` has rank one
-    (``a = A^T h``), so ``(I + C J_e)^{-1}`` is a Sherman-Morrison update and the combination
-    needs three matrix products instead of ten and an inverse. With ``c = C_i a``,
-    ``rho = w / (S + w a^T c)``, ``A_e = A - K a^T`` (``K = Q h w / S``), ``u = A_i^T a``:
-
-        A = A_e A_i - rho (A_e c) u^T,        b = T (b_i + c y w / S) + K y,
-        C = A_e C_i A_e^T - rho (A_e c)(A_e c)^T + C_e,
-        eta = eta_i + rho u (y - a^T b_i),    J = J_i + rho u u^T,
-
-    ``T v = A_e v - rho (A_e c)(a^T v)``; ``tangents``, the tangents of ``agg`` followed by
-    ``(dA, dQ, dy, dR)``, give the differential of each line."""
-    Ai, bi, Ci, ei, Ji = agg[:5]
-    bi, ei = bi[..., 0], ei[..., 0]
-    QH = Q @ h
-    S = QH @ h + R
-    invS = w / S
-    K = QH * invS[..., None]
-    a = h @ A                                    # (B, J): A^T h
-    Ae = A - _outer(K, a)
-    c = _mv(Ci, a)
-    ac = _dot(a, c)
-    den = S + w * ac
-    rho = w / den
-    Aec = _mv(Ae, c)
-    u = _mv(_t(Ai), a)
-    yS = y * invS
-    v = bi + c * yS[..., None]
-    av = _dot(a, v)
-    ab = _dot(a, bi)
-    r1 = rho[..., None]
-    A_new = Ae @ Ai - r1[..., None] * _outer(Aec, u)
-    b_new = _mv(Ae, v) - Aec * (rho * av)[..., None] + K * y[..., None]
-    AeCi = Ae @ Ci
-    QQ = _outer(QH, QH)
-    C_new = _sym(AeCi @ _t(Ae) - r1[..., None] * _outer(Aec, Aec) + Q
-                 - QQ * invS[..., None, None])
-    e_new = ei + u * (rho * (y - ab))[..., None]
-    J_new = Ji + r1[..., None] * _outer(u, u)
-    out = (A_new, b_new[..., None], C_new, e_new[..., None], J_new)
-    if tangents is None:
-        return out
-    dAi, dbi, dCi, dei, dJi, dA, dQ, dy, dR = tangents
-    dbi, dei = dbi[..., 0], dei[..., 0]
-    dQH = dQ @ h
-    dS = dQH @ h + dR[:, None]
-    dinvS = -dS * (invS / S)
-    dK = dQH * invS[..., None] + QH * dinvS[..., None]
-    da = h @ dA
-    dAe = dA - _outer(dK, a) - _outer(K, da)
-    dc = _mv(dCi, a) + _mv(Ci, da)
-    dden = dS + w * (_dot(da, c) + _dot(a, dc))
-    drho = -rho * dden / den
-    dAec = _mv(dAe, c) + _mv(Ae, dc)
-    du = _mv(_t(dAi), a) + _mv(_t(Ai), da)
-    dyS = dy * invS + y * dinvS
-    dv = dbi + dc * yS[..., None] + c * dyS[..., None]
-    dav = _dot(da, v) + _dot(a, dv)
-    dab = _dot(da, bi) + _dot(a, dbi)
-    dr1 = drho[..., None, None]
-    dA_new = (dAe @ Ai + Ae @ dAi - dr1 * _outer(Aec, u)
-              - r1[..., None] * (_outer(dAec, u) + _outer(Aec, du)))
-    db_new = (_mv(dAe, v) + _mv(Ae, dv) - dAec * (rho * av)[..., None]
-              - Aec * (drho * av + rho * dav)[..., None] + dK * y[..., None]
-              + K * dy[..., None])
-    cross = dAe @ _t(AeCi)
-    cQ = _outer(dQH, QH)
-    dAA = _outer(dAec, Aec)
-    dC_new = _sym(cross + _t(cross) + Ae @ dCi @ _t(Ae) - dr1 * _outer(Aec, Aec)
-                  - r1[..., None] * (dAA + _t(dAA)) + dQ - (cQ + _t(cQ)) * invS[..., None, None]
-                  - QQ * dinvS[..., None, None])
-    de_new = dei + du * (rho * (y - ab))[..., None] + u * (drho * (y - ab)
-                                                           + rho * (dy - dab))[..., None]
-    duu = _outer(du, u)
-    dJ_new = dJi + dr1 * _outer(u, u) + r1[..., None] * (duu + _t(duu))
-    return out + (dA_new, db_new[..., None], dC_new, de_new[..., None], dJ_new)
+def _transitions(form, lay, l0, l1, xp):
+    """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block."""
+    dt = xp.reshape(lay.dt[l0:l1, :], (-1,))
+    A, _ = form.transition(dt)
+    A = xp.astype(A, xp.float64, copy=False)
+    A = xp.reshape(A, (l1 - l0, lay.B) + tuple(A.shape[-2:]))
+    if l0 == 0:
+        A = xp.concat([(A[0, ...] * lay.keep0)[None, ...], A[1:, ...]], axis=0)
+    return A
 
 
-def chunk_terms_blocked(A, Q, h, R, Y, prior, tangents, num_blocks):
-    """The log-likelihood terms of a chunk of steps, its last filtered state and (with
-    ``tangents``) their derivatives: the blocked counterpart of
-    :func:`gpnum.models._kalman_scan._chunk_terms` (same arguments, ``Y`` of one column),
-    with ``num_blocks`` blocks at most."""
-    xp = get_namespace(A)
-    dev = device_of(A)
-    n, J = A.shape[0], A.shape[-1]
-    B = max(1, min(int(num_blocks), n))
-    L = -(-n // B)
-    B = -(-n // L)  # no empty block
-    pad = B * L - n
-    m_prev0, P_prev0 = prior
-    with_t = tangents is not None
-    y = Y[:, 0]
-    eye = xp.eye(J, dtype=A.dtype, device=dev)
-    if with_t:
-        dA, dQ, dR, dY, (dm_prev0, dP_prev0) = tangents
-        p = dA.shape[0]
-        (m_first, P_first), (dm_first, dP_first) = _predict_first(
-            A, Q, m_prev0, P_prev0, dA, dQ, dm_prev0, dP_prev0)
-        dy = dY[:, :, 0]
-    else:
-        m_first, P_first = _predict_first(A, Q, m_prev0, P_prev0)
-    # block b holds steps b L .. b L + L - 1; reorder so that step l of every block is a
-    # contiguous (B, ...) slab: index l B + b <- b L + l
-    order = xp.reshape(xp.arange(L, device=dev)[:, None] + L * xp.arange(B, device=dev)[None, :],
-                       (-1,))
+def _slabs(lay):
+    size = max(1, SLAB // lay.B)
+    return [(l0, min(lay.L, l0 + size)) for l0 in range(0, lay.L, size)]
 
-    def arrange(x, axis=0, fill=0.0):
-        return xp.take(_pad(x, pad, fill, axis), order, axis=axis)
 
-    obs = xp.take(_pad(xp.ones((n,), dtype=A.dtype, device=dev), pad, 0.0, 0), order)
-    A3, Q3, y3 = arrange(A, fill=eye), arrange(Q), arrange(y)
-    if with_t:
-        dA3, dQ3, dy3 = arrange(dA, 1), arrange(dQ, 1), arrange(dy, 1)
-    # ---- pass 1: every block's element. Step 0 of the chunk is conditioned on the chunk's
-    # prior: A_0 = 0, Q_0 = its covariance, "observation" y_0 - h m_first, m_first added to b.
-    zero = xp.zeros((1, J, J), dtype=A.dtype, device=dev)
-    args = [xp.concat([zero, A3[1:B, ...]], axis=0),
-            xp.concat([P_first[None, :, :], Q3[1:B, ...]], axis=0), h, R,
-            xp.concat([y3[0:1] - h @ m_first[:, 0], y3[1:B]])[:, None]]
-    if with_t:
-        zt = xp.zeros((p, 1, J, J), dtype=A.dtype, device=dev)
-        args += [xp.concat([zt, dA3[:, 1:B, ...]], axis=1),
-                 xp.concat([dP_first[:, None, :, :], dQ3[:, 1:B, ...]], axis=1), dR,
-                 xp.concat([dy3[:, 0:1] - (dm_first[:, :, 0] @ h)[:, None], dy3[:, 1:B]],
-                           axis=1)[:, :, None]]
-    agg = list(_elements(*args, obs=obs[0:B]))
-    agg[1] = agg[1] + xp.concat([m_first[None, :, :],
-                                 xp.zeros((B - 1, J, 1), dtype=A.dtype, device=dev)], axis=0)
-    if with_t:
-        agg[6] = agg[6] + xp.concat([dm_first[:, None, :, :],
-                                     xp.zeros((p, B - 1, J, 1), dtype=A.dtype, device=dev)],
-                                    axis=1)
-    agg = tuple(agg)
-    for j in range(1, L):
-        sl = slice(j * B, (j + 1) * B)
-        tl = None
-        if with_t:
-            tl = agg[5:] + (dA3[:, sl, ...], dQ3[:, sl, ...], dy3[:, sl], dR)
-        agg = _fold_step(agg, A3[sl, ...], Q3[sl, ...], y3[sl], obs[sl], h, R, tl)
-    combine = _combine_with_tangents if with_t else _combine
-    # ---- pass 2: filtered state at the end of every block
-    pre = associative_scan(combine, agg)
-    m = xp.concat([m_prev0[None, :, 0], pre[1][:-1, :, 0]], axis=0)      # (B, J) before
-    P = xp.concat([P_prev0[None, :, :], pre[2][:-1, :, :]], axis=0)      # each block
-    last = (pre[1][-1, :, :], pre[2][-1, :, :])
-    if with_t:
-        dm = xp.concat([dm_prev0[:, None, :, 0], pre[6][:, :-1, :, 0]], axis=1)
-        dP = xp.concat([dP_prev0[:, None, :, :], pre[7][:, :-1, :, :]], axis=1)
-        last_t = (pre[6][:, -1, :, :], pre[7][:, -1, :, :])
-        dvalue = xp.zeros((p,), dtype=A.dtype, device=dev)
-    # ---- pass 3: the filter inside every block
-    value = 0.0
-    for j in range(L):
-        sl = slice(j * B, (j + 1) * B)
-        Al, Ql, yl, w = A3[sl, ...], Q3[sl, ...], y3[sl], obs[sl]
-        mp = _mv(Al, m)
-        AP = Al @ P
-        Pp = _sym(AP @ _t(Al) + Ql)
-        g = Pp @ h
-        S = g @ h + R
-        v = yl - mp @ h
-        vS = v / S
-        value = value + xp.sum(w * (-0.5 * (v * vS + xp.log(S) + _LOG_2PI)))
-        wS = w / S
-        if with_t:
-            dAl, dQl, dyl = dA3[:, sl, ...], dQ3[:, sl, ...], dy3[:, sl]
-            dmp = _mv(dAl, m) + _mv(Al, dm)
-            cross = AP @ _t(dAl)
-            dPp = _sym(cross + _t(cross) + Al @ dP @ _t(Al) + dQl)
-            dg = dPp @ h
-            dS = dg @ h + dR[:, None]
-            dv = dyl - dmp @ h
-            dvalue = dvalue + xp.sum(w * (-(vS * dv) - 0.5 * dS * (1.0 - v * vS) / S), axis=1)
-            dm = dmp + wS[:, None] * (dg * v[:, None] + g * (dv - vS * dS)[..., None])
-            gdg = _outer(dg, g)
-            dP = dPp - wS[:, None, None] * (gdg + _t(gdg) - _outer(g, g) * (dS / S)[..., None,
-                                                                                     None])
-        m = mp + g * (wS * v)[:, None]
-        P = Pp - _outer(g, g) * wS[:, None, None]
-    if not with_t:
-        return value, last, None
-    return value, last, (dvalue, last_t)
+# ------------------------------------------------------------------------ pass 1
+def _block_elements(form, lay, h, P_inf, R, xp):
+    """Every block's element ``(Phi, b, C, eta, Jm)`` and constant ``c`` (pass 1).
+
+    The covariance rides as ``D = C - P_inf`` and beside ``Phi`` and ``b`` in one array
+    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``A W``, one
+    ``(A D) A^T``, one ``h^T [D- | A Phi | A b]`` and one rank-one update; the sums ``Jm``,
+    ``eta`` and ``sum r^2 / S`` come from one product of the stored
+    ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after each slab of steps.
+    """
+    B, J = lay.B, P_inf.shape[-1]
+    dev = lay.dev
+    W = xp.broadcast_to(xp.concat([-P_inf, xp.eye(J, dtype=xp.float64, device=dev),
+                                   xp.zeros((J, 1), dtype=xp.float64, device=dev)], axis=1),
+                        (B, J, 2 * J + 1))
+    hP = h @ P_inf
+    Z = xp.zeros((B, J + 1, J + 1), dtype=xp.float64, device=dev)
+    logS = xp.zeros((B,), dtype=xp.float64, device=dev)
+    for l0, l1 in _slabs(lay):
+        As = _transitions(form, lay, l0, l1, xp)
+        # A^T of the slab, stored contiguously (a product with a transposed view is slower)
+        At = xp.reshape(xp.reshape(_t(As), (l1 - l0, B, J * J)), (l1 - l0, B, J, J))
+        # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
+        off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
+                         xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
+                         -lay.y[l0:l1, :, None]], axis=2)
+        zs, Ss = [], []
+        for k in range(l0, l1):
+            # U and gz are new arrays of this step: updated in place (no copies)
+            U = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
+            U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
+            gz = h @ U
+            gz += off[k - l0, ...]                               # [g | z]
+            S = gz[:, :J] @ h + R
+            kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
+            U -= kg[:, :, None] * gz[:, None, :]
+            W = U
+            zs.append(gz[:, J:])
+            Ss.append(S)
+        # Z += sum_k (w_k / S_k) z_k z_k^T per block, over the slab's steps
+        z = xp.stack(zs, axis=0)                                  # (l1 - l0, B, J + 1)
+        S = xp.stack(Ss, axis=0)                                  # (l1 - l0, B)
+        w = lay.w[l0:l1, :]
+        zw = z * (w / S)[:, :, None]
+        Z = Z + xp.permute_dims(z, (1, 2, 0)) @ xp.permute_dims(zw, (1, 0, 2))
+        logS = logS + xp.sum(w * xp.log(S), axis=0)
+    c = -0.5 * (Z[:, J, J] + logS)
+    Phi, b = W[:, :, J:2 * J], W[:, :, 2 * J:]
+    return (Phi, b, _sym(W[:, :, :J] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
+
+
+def _starts(elems, xp):
+    """Filtered mean (B, J) and covariance (B, J, J) before every block (pass 2)."""
+    pre = associative_scan(_combine, elems)
+    J = elems[0].shape[-1]
+    dev = device_of(elems[0])
+    mu = xp.concat([xp.zeros((1, J), dtype=xp.float64, device=dev), pre[1][:-1, :, 0]], axis=0)
+    Sig = xp.concat([xp.zeros((1, J, J), dtype=xp.float64, device=dev), pre[2][:-1, ...]],
+                    axis=0)
+    return mu, Sig
+
+
+def _gaussian_log_integral(mu, Sig, eta, Jm, xp):
+    """``log E_{x ~ N(mu, Sig)} exp(-1/2 x^T Jm x + eta^T x)`` for stacks (B, ...)."""
+    J = Jm.shape[-1]
+    eye = xp.eye(J, dtype=xp.float64, device=device_of(Jm))
+    M = eye + Sig @ Jm
+    g = eta - _mv(Jm, mu)
+    q = xp.linalg.solve(M, (Sig @ g[..., None]))[..., 0]
+    _, logdet = xp.linalg.slogdet(M)
+    return (-0.5 * logdet + 0.5 * xp.sum(g * q, axis=-1) + xp.sum(eta * mu, axis=-1)
+            - 0.5 * xp.sum(mu * _mv(Jm, mu), axis=-1))
+
+
+# ------------------------------------------------------------------------ gradient
+def _end_adjoints(elems, mu, Sig, xp):
+    """Adjoints ``(m_bar, P_bar)`` of the filtered state at every block's end: the gradient
+    of the later data's log-likelihood ``f(m, P)`` (module notes)."""
+    B, J = mu.shape[0], mu.shape[-1]
+    dev = device_of(mu)
+    if B == 1:
+        return (xp.zeros((1, J), dtype=xp.float64, device=dev),
+                xp.zeros((1, J, J), dtype=xp.float64, device=dev))
+    later = tuple(xp.flip(e[1:, ...], axis=0) for e in elems)
+    suf = associative_scan(lambda a, b: _combine(b, a), later)
+    eta_f = xp.flip(suf[3][..., 0], axis=0)       # (B - 1, J): after blocks 0 .. B-2
+    J_f = xp.flip(suf[4], axis=0)
+    m, P = mu[1:, :], Sig[1:, ...]                 # the filtered state at those ends
+    eye = xp.eye(J, dtype=xp.float64, device=dev)
+    W = xp.linalg.solve(eye + J_f @ P, xp.concat([(eta_f - _mv(J_f, m))[..., None], J_f],
+                                                  axis=-1))
+    nu, JM = W[..., 0], W[..., 1:]
+    P_bar = 0.5 * (_outer(nu, nu) - _sym(JM))
+    zero_m = xp.zeros((1, J), dtype=xp.float64, device=dev)
+    zero_P = xp.zeros((1, J, J), dtype=xp.float64, device=dev)
+    return xp.concat([nu, zero_m], axis=0), xp.concat([P_bar, zero_P], axis=0)
+
+
+def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp):
+    """Pass 3 on blocks ``cols`` (a slice): the filter from ``(mu, Sig)``, then its adjoint
+    from ``(m_end, P_end)``. Returns the gradient w.r.t. the kernel's parameters (through
+    ``A``), ``P_inf`` (J, J), ``R`` and the sum of the observations' adjoints."""
+    sub = _Sub(lay, cols)
+    A_all = [_transitions(form, sub, l0, l1, xp) for l0, l1 in _slabs(sub)]
+    slabs = _slabs(sub)
+    m, P = mu, Sig
+    ms, Ps = [], []
+    for (l0, l1), As in zip(slabs, A_all, strict=True):
+        for k in range(l0, l1):
+            A = As[k - l0, ...]
+            ms.append(m)
+            Ps.append(P)
+            mp = _mv(A, m)
+            Pp = A @ (P - P_inf) @ _t(A) + P_inf
+            g = Pp @ h
+            S = g @ h + R
+            kap = sub.w[k, :] / S
+            v = sub.y[k, :] - mp @ h
+            kg = kap[:, None] * g
+            m = mp + kg * v[:, None]
+            P = _sym(Pp - _outer(kg, g))
+    m_bar, P_bar = m_end, P_end
+    Pinf_bar = xp.zeros_like(P_inf)
+    R_bar = 0.0
+    y_bar = 0.0
+    grad = 0.0
+    for (l0, l1), As in zip(reversed(slabs), reversed(A_all), strict=True):
+        A_bar = []
+        for k in range(l1 - 1, l0 - 1, -1):
+            A = As[k - l0, ...]
+            m, P = ms[k], Ps[k]
+            w, y = sub.w[k, :], sub.y[k, :]
+            mp = _mv(A, m)
+            AD = A @ (P - P_inf)
+            Pp = AD @ _t(A) + P_inf
+            g = Pp @ h
+            S = g @ h + R
+            kap = w / S
+            v = y - mp @ h
+            Pg = _mv(P_bar, g)
+            gm = xp.sum(g * m_bar, axis=-1)
+            v_bar = -kap * v + kap * gm
+            kap_bar = v * gm - xp.sum(g * Pg, axis=-1)
+            S_bar = 0.5 * kap * (v * v / S - 1.0) - kap_bar * kap / S
+            g_bar = (kap * v)[:, None] * m_bar - (2.0 * kap)[:, None] * Pg + S_bar[:, None] * h
+            y_bar = y_bar + xp.sum(w * v_bar)
+            R_bar = R_bar + xp.sum(S_bar)
+            mp_bar = m_bar - v_bar[:, None] * h
+            Pp_bar = P_bar + _sym(_outer(g_bar, h))
+            A_bar.append(_outer(mp_bar, m) + 2.0 * (Pp_bar @ AD))
+            D_bar = _t(A) @ Pp_bar @ A
+            Pinf_bar = Pinf_bar + xp.sum(Pp_bar - D_bar, axis=0)
+            m_bar = _mv(_t(A), mp_bar)
+            P_bar = D_bar
+        A_bar = xp.stack(A_bar[::-1], axis=0)            # (l1 - l0, B, J, J)
+        if l0 == 0:  # A_0 = 0 of the first block is no function of the parameters
+            A_bar = xp.concat([(A_bar[0, ...] * sub.keep0)[None, ...], A_bar[1:, ...]], axis=0)
+        dt = xp.reshape(sub.dt[l0:l1, :], (-1,))
+        J = A_bar.shape[-1]
+        grad = grad + form.transition_vjp(dt, xp.reshape(A_bar, (-1, J, J)))
+    return grad, Pinf_bar, R_bar, y_bar
+
+
+class _Sub:
+    """The columns (blocks) ``cols`` of a :class:`_Layout`."""
+
+    def __init__(self, lay, cols):
+        self.L, self.dev = lay.L, lay.dev
+        self.dt, self.y, self.w = lay.dt[:, cols], lay.y[:, cols], lay.w[:, cols]
+        self.B = self.dt.shape[1]
+        self.keep0 = lay.keep0[cols, ...]
+
+
+# ------------------------------------------------------------------------ entry point
+def lml_blocked(form, dt, y, R, need_grad, L=None):
+    """``log p(y)`` of the state-space model and (``need_grad``) its gradient.
+
+    Parameters
+    ----------
+    form : gpnum.kernels.StateSpaceForm
+    dt : array (n,)
+        Steps between the sorted inputs (float64), the first ignored (the prior).
+    y : array (n,)
+        Observations minus the mean (float64).
+    R : 0-d array
+        Observation noise variance (float64, > 0).
+    need_grad : bool
+    L : int, optional
+        Steps per block (default :func:`steps_per_block`); the result does not depend on it
+        beyond rounding.
+
+    Returns
+    -------
+    value : 0-d array
+    grad : None, or a tuple ``(d_kernel (p,), d_R, d_y_sum)``: the derivatives w.r.t. the
+        form's parameters (``form.names``), ``R``, and the sum of the derivatives w.r.t. every
+        ``y_k`` (the negative of the derivative w.r.t. a constant mean).
+    """
+    xp = get_namespace(dt)
+    n = dt.shape[0]
+    L = steps_per_block(n) if L is None else max(1, min(int(L), n))
+    lay = _Layout(xp, dt, y, L)
+    h = xp.astype(form.H, xp.float64, copy=False)
+    P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
+    elems, c = _block_elements(form, lay, h, P_inf, R, xp)
+    mu, Sig = _starts(elems, xp)
+    value = (xp.sum(c) + xp.sum(_gaussian_log_integral(mu, Sig, elems[3][..., 0], elems[4], xp))
+             - 0.5 * n * _LOG_2PI)
+    if not need_grad:
+        return value, None
+    m_end, P_end = _end_adjoints(elems, mu, Sig, xp)
+    group = max(1, GROUP // L)
+    grad = Pinf_bar = R_bar = y_bar = 0.0
+    for s in range(0, lay.B, group):
+        cols = slice(s, min(lay.B, s + group))
+        g, pb, rb, yb = _filter_and_adjoint(form, lay, h, P_inf, R, mu[cols, ...],
+                                            Sig[cols, ...], m_end[cols, ...],
+                                            P_end[cols, ...], cols, xp)
+        grad, Pinf_bar, R_bar, y_bar = grad + g, Pinf_bar + pb, R_bar + rb, y_bar + yb
+    dP = xp.astype(form.dP_inf, xp.float64, copy=False)
+    grad = grad + xp.sum(dP * Pinf_bar[None, ...], axis=(1, 2))
+    return value, (grad, R_bar, y_bar)
