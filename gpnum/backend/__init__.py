@@ -16,6 +16,7 @@ from gpnum.backend._convert import (
                                     same_namespace_dtype_device,
                                     to_numpy,
 )
+from gpnum.backend._eigh import eigh, outer_self
 from gpnum.backend._linalg import (
                                     cho_inverse,
                                     cho_solve,
@@ -55,6 +56,7 @@ __all__ = [
     "default_jitter",
     "relative_jitter",
     "default_rng",
+    "eigh",
     "device_of",
     "get_namespace",
     "host_device",
@@ -65,6 +67,7 @@ __all__ = [
     "matmul_writer",
     "namespace",
     "namespace_by_name",
+    "outer_self",
     "row_dots",
     "same_namespace_dtype_device",
     "scatter_add",

@@ -192,9 +192,9 @@ class MultiOutputGPR(FullBatchGaussianModel):
 
     @property
     def blas_pool(self) -> str:
-        """NumPy's BLAS pool on the Kronecker path (its eigendecompositions and products are
-        NumPy's), SciPy's on the Cholesky paths (:func:`gpnum.backend.blas_pool`)."""
-        return "numpy" if self.uses_kronecker else "scipy"
+        """SciPy's BLAS pool (:func:`gpnum.backend.blas_pool`): every path's factorisations
+        (LAPACK ``?syevd``, ``?potrf``) and large products are SciPy's."""
+        return "scipy"
 
     @property
     def uses_independent(self) -> bool:

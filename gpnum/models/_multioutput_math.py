@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import get_namespace
+from gpnum.backend import eigh, get_namespace, matmul, outer_self
 from gpnum.errors import NotPSDError
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -51,9 +51,10 @@ def kronecker_factors(K, B, noise, rtol=1e-8):
     if not bool(xp.all(noise > 0.0)):
         raise NotPSDError("the noise variances must be > 0 for the Kronecker path")
     s = xp.sqrt(noise)
-    lK, UK = xp.linalg.eigh(0.5 * (K + K.T))
+    # the (n, n) K is symmetric as the kernel forms it; the small B~ is symmetrised
+    lK, UK = eigh(K)
     Bt = B / (s[:, None] * s[None, :])
-    lB, UB = xp.linalg.eigh(0.5 * (Bt + Bt.T))
+    lB, UB = eigh(0.5 * (Bt + Bt.T))
     tol_K = -rtol * float(xp.max(xp.abs(lK)))
     tol_B = -rtol * float(xp.max(xp.abs(lB)))
     if float(xp.min(lK)) < tol_K or float(xp.min(lB)) < tol_B:
@@ -90,24 +91,27 @@ def kronecker_lml(f, R, K, B, need_grad, *, alpha=False):
     xp = get_namespace(R)
     UK, lK, UB, lB, s, E = f["UK"], f["lK"], f["UB"], f["lB"], f["s"], f["E"]
     n, t = R.shape
-    S = UK.T @ ((R / s[None, :]) @ UB)
+    S = matmul(xp.matrix_transpose(UK), (R / s[None, :]) @ UB)
     value = (-0.5 * xp.sum(S * S / E) - 0.5 * xp.sum(xp.log(E))
              - 0.5 * n * xp.sum(xp.log(s * s)) - 0.5 * n * t * _LOG_2PI)
     if not (need_grad or alpha):
         return value, None
-    A = (UK @ ((S / E) @ UB.T)) / s[None, :]
+    A = matmul(UK, (S / E) @ UB.T) / s[None, :]
     if not need_grad:
         return value, {"A": A}
     invE = 1.0 / E
     w_K = invE @ lB                                                     # (n,)
     w_B = lK @ invE                                                     # (t,)
     v = xp.sum(invE, axis=0)                                            # (t,)
-    AB = A @ B
+    # the factors 1/2 go on the thin (n, t) and (n, n) operands, not on (n, n) results
+    half_AB = (0.5 * A) @ B
     # U_K diag(w_K) U_K^T as V V^T (w_K > 0: l_B >= 0, E >= 1), a symmetric product that
-    # BLAS libraries do in half the flops of a general one
-    V = UK * xp.sqrt(w_K)[None, :]
-    dK = 0.5 * (AB @ A.T) - 0.5 * (V @ V.T)
-    dB = 0.5 * (A.T @ (K @ A)) - 0.5 * (((UB * w_B[None, :]) @ UB.T) / (s[:, None] * s[None, :]))
+    # BLAS does in half the multiply-adds of a general one
+    V = UK * xp.sqrt(0.5 * w_K)[None, :]
+    dK = matmul(half_AB, xp.matrix_transpose(A)) - outer_self(V)
+    KA = matmul(K, A)
+    dB = (0.5 * (xp.matrix_transpose(A) @ KA)
+          - 0.5 * (((UB * w_B[None, :]) @ UB.T) / (s[:, None] * s[None, :])))
     d_noise = 0.5 * xp.sum(A * A, axis=0) - 0.5 * ((UB * UB) @ v) / (s * s)
     return value, {"K": dK, "B": dB, "noise": d_noise, "mean": xp.sum(A, axis=0), "A": A}
 
@@ -142,8 +146,8 @@ def kronecker_predict(f, A, B, Ks, prior, how):
     """
     xp = get_namespace(A, Ks)
     UK, UB, s, E = f["UK"], f["UB"], f["s"], f["E"]
-    mean = Ks @ (A @ B)
-    P = Ks @ UK                                                         # (m, n)
+    mean = matmul(Ks, A @ B)
+    P = matmul(Ks, UK)                                                  # (m, n)
     Q = (B / s[None, :]) @ UB                                           # (t, t)
     invE = 1.0 / E
     m, t = Ks.shape[0], B.shape[0]
@@ -156,7 +160,7 @@ def kronecker_predict(f, A, B, Ks, prior, how):
         return mean, prior[:, None, None] * B[None, :, :] - reduction
     cov = xp.reshape(prior[:, None, :, None] * B[None, :, None, :], (m * t, m * t))
     for c in range(t):
-        Pc = (P * invE[None, :, c]) @ P.T                               # (m, m)
+        Pc = matmul(P * invE[None, :, c], xp.matrix_transpose(P))       # (m, m)
         qq = Q[:, c:c + 1] * Q[None, :, c]                              # (t, t)
         cov = cov - xp.reshape(Pc[:, None, :, None] * qq[None, :, None, :], (m * t, m * t))
     return mean, cov
