@@ -49,38 +49,61 @@ def eigh(A):
     return xp.linalg.eigh(0.5 * (A + xp.matrix_transpose(A)))
 
 
-def outer_self(a):
-    """``a @ a^T`` for ``a`` (n, k): exactly symmetric, in half the multiply-adds of a general
-    product.
+def outer_self(a, *, plus=None, shift=0.0):
+    """``a a^T + P Q^T + shift I`` for ``a`` (n, k), exactly symmetric, with ``a a^T`` in half
+    the multiply-adds of a general product.
 
-    NumPy's ``@`` calls BLAS ``?syrk`` when it sees an array times its own transpose; within
-    :func:`gpnum.backend.blas_pool` ``("scipy")`` SciPy's ``?syrk`` does, and its lower
-    triangle is mirrored. Other namespaces: ``a @ a^T``, symmetrised.
+    On NumPy one ``(n, n)`` array is written, in place: BLAS ``?syrk`` for ``a a^T`` (within
+    :func:`gpnum.backend.blas_pool` ``("scipy")`` SciPy's, else NumPy's ``@``, which calls
+    ``?syrk`` for an array times its own transpose), ``?gemm`` with ``beta = 1`` for
+    ``P Q^T``, the shift on the diagonal, then one triangle mirrored. Other namespaces: the
+    sum of the products, symmetrised.
+
+    Parameters
+    ----------
+    a : array (n, k)
+    plus : tuple (P, Q) of arrays (n, r), optional
+        A low-rank term whose product ``P Q^T`` is symmetric (as ``(A B) A^T`` with ``B``
+        symmetric); only one of its triangles is used on NumPy.
+    shift : float
+
+    Returns
+    -------
+    array (n, n)
     """
     xp = get_namespace(a)
     n, k = a.shape
-    if (array_api_compat.is_numpy_namespace(xp) and a.dtype in (xp.float32, xp.float64)
-            and _scipy_pool(xp, n * n * k)):
-        from scipy.linalg import blas
+    if array_api_compat.is_numpy_namespace(xp) and a.dtype in (xp.float32, xp.float64):
+        import numpy as np
 
         from gpnum.backend._blas import _mirror_lower
 
-        syrk = blas.get_blas_funcs("syrk", (a,))
-        # a C-ordered a is the Fortran-ordered a^T: C = (a^T)^T (a^T), trans=1, in Fortran
-        # order; its upper triangle (Fortran) is the lower one of the C-ordered transpose
-        at = a.T if a.flags.c_contiguous else a
-        trans = 1 if a.flags.c_contiguous else 0
-        c = syrk(1.0, at, trans=trans, lower=0)
-        c = c.T  # C-ordered view; Fortran-upper is now the lower triangle
-        if not c.flags.writeable:
-            c = c.copy()
+        if _scipy_pool(xp, n * n * k):
+            from scipy.linalg import blas
+
+            syrk = blas.get_blas_funcs("syrk", (a,))
+            # a C-ordered a is the Fortran-ordered a^T: c = (a^T)^T (a^T) with trans=1; c is
+            # Fortran-ordered with its upper triangle written
+            at, trans = (a.T, 1) if a.flags.c_contiguous else (a, 0)
+            c = syrk(1.0, at, trans=trans, lower=0)
+            if plus is not None:
+                P, Q = plus
+                gemm = blas.get_blas_funcs("gemm", (c, P, Q))
+                c = gemm(1.0, P, Q, trans_b=1, beta=1.0, c=c, overwrite_c=1)
+            c = c.T  # C order: the written triangle is now the lower one
+        else:
+            a = np.ascontiguousarray(a)  # NumPy takes the ?syrk route for a BLAS-ready array
+            c = a @ a.T
+            if plus is not None:
+                c += plus[0] @ plus[1].T
+        if shift:
+            c.flat[::n + 1] += shift
         _mirror_lower(c)
         return c
-    if array_api_compat.is_numpy_namespace(xp):
-        import numpy as np
-
-        # NumPy takes the ?syrk route only for a BLAS-ready (contiguous) array
-        a = np.ascontiguousarray(a)
-        return a @ a.T
     c = matmul(a, xp.matrix_transpose(a))
-    return 0.5 * (c + xp.matrix_transpose(c))  # a general product is symmetric up to rounding
+    if plus is not None:
+        c = c + matmul(plus[0], xp.matrix_transpose(plus[1]))
+    c = 0.5 * (c + xp.matrix_transpose(c))  # a general product is symmetric up to rounding
+    if shift:
+        c = c + shift * xp.eye(n, dtype=c.dtype, device=c.device)
+    return c

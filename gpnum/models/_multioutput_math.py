@@ -18,6 +18,7 @@ Gradient (R&W eq. 5.9 with ``Sigma_bar = 1/2 (a a^T - Sigma^{-1})``, contracted 
 ``dSigma/dK = . kron B``, ``dSigma/dB = K kron .`` and ``dSigma/dD_aa``):
 
     dK = 1/2 A B A^T - 1/2 U_K diag(w_K) U_K^T,              w_K[p] = sum_c l_B[c] / E[p, c]
+       = 1/2 A B A^T - 1/2 w_0 I + 1/2 U_K diag(w_0 - w_K) U_K^T,   w_0 = sum_c l_B[c]
     dB = 1/2 A^T K A - 1/2 D^{-1/2} U_B diag(w_B) U_B^T D^{-1/2}, w_B[c] = sum_p l_K[p] / E[p, c]
     dD_aa = 1/2 sum_i A[i, a]^2 - 1/2 (sum_c U_B[a, c]^2 v[c]) / s_a^2,  v[c] = sum_p 1 / E[p, c]
 
@@ -100,15 +101,21 @@ def kronecker_lml(f, R, K, B, need_grad, *, alpha=False):
     if not need_grad:
         return value, {"A": A}
     invE = 1.0 / E
-    w_K = invE @ lB                                                     # (n,)
     w_B = lK @ invE                                                     # (t,)
     v = xp.sum(invE, axis=0)                                            # (t,)
-    # the factors 1/2 go on the thin (n, t) and (n, n) operands, not on (n, n) results
-    half_AB = (0.5 * A) @ B
-    # U_K diag(w_K) U_K^T as V V^T (w_K > 0: l_B >= 0, E >= 1), a symmetric product that
-    # BLAS does in half the multiply-adds of a general one
-    V = UK * xp.sqrt(0.5 * w_K)[None, :]
-    dK = matmul(half_AB, xp.matrix_transpose(A)) - outer_self(V)
+    # U_K diag(w_K) U_K^T = w_0 I - U_K diag(d) U_K^T with w_0 = sum(l_B) (the weight of a
+    # zero eigenvalue, as sum_p u_p u_p^T = I) and d_p = w_0 - w_K[p] = l_K[p] sum_c
+    # l_B[c]^2 / E[p, c] >= 0, increasing with l_K. The columns whose d_p is below the
+    # rounding of w_0 (the numerically null directions of a smooth kernel's K, often a
+    # third or more of them) drop out of the (n, n) product.
+    w_0 = xp.sum(lB)
+    d = lK * (invE @ (lB * lB))                                         # (n,), ascending
+    eps = float(xp.finfo(d.dtype).eps)
+    first = n - int(xp.sum(xp.astype(d > eps * w_0, xp.int64)))
+    V = UK[:, first:] * xp.sqrt(0.5 * d[first:])[None, :]
+    # dK = 1/2 A B A^T - 1/2 w_0 I + V V^T in one (n, n) array: V V^T by a symmetric product
+    # (half a general one's multiply-adds), the 1/2 on the thin (n, t) operand
+    dK = outer_self(V, plus=((0.5 * A) @ B, A), shift=-0.5 * float(w_0))
     KA = matmul(K, A)
     dB = (0.5 * (xp.matrix_transpose(A) @ KA)
           - 0.5 * (((UB * w_B[None, :]) @ UB.T) / (s[:, None] * s[None, :])))
