@@ -123,6 +123,7 @@ def test_cg_predictions_match_dense_posterior(kind, xp, device):
     X, Y, Xs, rng = data(n=40, missing=0.3)
     p = start(kind, rng)
     model = _cg_model(kind, p, X, Y, xp, xp.float64, device)
+    model._predict_chunk = 2 * T    # two test inputs per block: the blocks are stitched
     mean_ref, cov_ref = posterior_np(kind, p, X, Y, Xs)
     m = Xs.shape[0]
     Xn = B.asarray(Xs, xp=xp, dtype=xp.float64, device=device)

@@ -522,6 +522,9 @@ class MultiOutputGPR(FullBatchGaussianModel):
         else:
             m = Xnew.shape[0]
             step = max(1, self._predict_chunk // self.num_outputs)
+            if "cg" in state:
+                # a chunk's (m t, n t) cross-covariance: at most 2^25 entries (256 MiB)
+                step = max(1, min(step, 2 ** 25 // (self._X.shape[0] * self.num_outputs ** 2)))
             parts = [self._predict_block(Xnew[s:min(s + step, m), :], state, how)
                      for s in range(0, m, step)]
             mean = xp.concat([p[0] for p in parts], axis=0)
