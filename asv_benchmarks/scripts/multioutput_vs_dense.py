@@ -36,7 +36,7 @@ import time
 import numpy as np
 import torch
 
-from gpnum.backend import blas_threads, set_blas_threads
+from gpnum.backend import blas_pool, blas_threads, eigh, set_blas_threads
 from gpnum.kernels import ICM, RBF
 from gpnum.likelihoods import Gaussian
 from gpnum.models import MultiOutputGPR
@@ -186,11 +186,17 @@ def compare_gpytorch():
     t_peer, loss = best(peer_step, 3)
     time.sleep(1.0)
     t_ours, lml = best(our_step, 3)
+    # the floor of both: one symmetric eigendecomposition of the (n, n) kernel matrix
+    K = np.asarray(model.kernel.kernel(X))
+    with blas_pool("scipy"):
+        t_eigh, _ = best(lambda: eigh(K), 2)
+    t_torch_eigh, _ = best(lambda: torch.linalg.eigh(torch.from_numpy(K)), 2)
     print(f"n={n} t={t} rank={RANK} threads={THREADS} (gpnum {blas_threads()}, torch "
           f"{torch.get_num_threads()}): one training step gpnum {t_ours:.3f} s, GPyTorch "
           f"{gpytorch.__version__} (torch {torch.__version__}) {t_peer:.3f} s, ratio "
           f"{t_peer / t_ours:.1f}x; first-step objective per entry: GPyTorch {first[0]:.6f}, "
-          f"gpnum {first[1]:.6f}")
+          f"gpnum {first[1]:.6f}; one (n, n) eigh: gpnum.backend.eigh {t_eigh:.3f} s, "
+          f"torch.linalg.eigh {t_torch_eigh:.3f} s")
 
 
 if mode == "dense":
