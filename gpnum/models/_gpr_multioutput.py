@@ -114,9 +114,10 @@ class MultiOutputGPR(FullBatchGaussianModel):
     _positive = ()
     objective_name = "lml"
     #: Most observed entries ``N_o`` that ``solver="auto"`` factorises (else conjugate
-    #: gradients). The Cholesky gradient holds about four (N_o, N_o) float64 arrays (the joint
-    #: covariance, its factor, its inverse and the cotangent: 0.8 GB at 5,000) and costs
-    #: O(N_o^3); beyond, memory grows as N_o^2 while CG keeps O(n^2 Q + N_o k).
+    #: gradients). The Cholesky gradient holds several (n t, n t) and (N_o, N_o) float64 arrays
+    #: at once (the joint covariance before the mask, its factor, its inverse, the cotangent
+    #: scattered back) and costs O(N_o^3); its memory grows as N_o^2 while CG keeps
+    #: O(n^2 Q + N_o k) (measurements: docs/multioutput.md, "Speed").
     cholesky_limit = 5000
     _factorisation_hint = ("start from larger noise variances or pass a fixed jitter "
                            "(MultiOutputGPR(..., jitter=...))")
