@@ -168,3 +168,14 @@ def test_cg_config_round_trip_and_errors():
     tiny = {**p, "likelihood.variance": np.full(T, 1e-14)}
     with pytest.raises(NotPSDError, match="jitter"):
         _cg_model("icm", tiny, X, Y, np, np.float64, "cpu").log_marginal_likelihood()
+
+
+def test_cg_warns_when_the_solve_stops_short():
+    X, Y, _, rng = data(n=30, missing=0.3)
+    p = start("icm", rng)
+    model = _cg_model("icm", p, X, Y, np, np.float64, "cpu",
+                      opts={"train_rtol": 1e-12, "maxiter": 3, "min_iter": 1,
+                            "precond_rank": 0})
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        model.log_marginal_likelihood_and_grad()
+    assert model.cg_info["num_iter"] == 3 and model.cg_info["relative_residual"] > 1e-12
