@@ -125,8 +125,10 @@ def test_expression_kernel_gradient_through_gpr():
 
 def test_from_expression_starts_from_the_data(backend):
     """Starting values read off the data follow the rule of the docstring, computed here from
-    the data with NumPy: variances var(y) / T, lengthscales geometric from each column's range
-    down to four median gaps, the first factor of a product carrying the variance."""
+    the data with NumPy: the terms with a lengthscale share 3 var(y) / T in proportion to their
+    lengthscales over the columns' ranges (geometric mean over columns), the linear term
+    var(y) / T, white a tenth of the smallest; lengthscales geometric from each column's range
+    down to four median gaps; the first factor of a product carrying the variance."""
     rng = np.random.default_rng(11)
     X = np.column_stack([np.sort(rng.uniform(0.0, 40.0, 60)), rng.normal(size=60)])
     y = 3.0 * np.sin(X[:, 0]) + rng.normal(size=60)
@@ -137,13 +139,16 @@ def test_from_expression_starts_from_the_data(backend):
                           X=Xb, y=yb, xp=xp, dtype=xp.float64, device=backend.device)
     p = {n: B.to_numpy(v) for n, v in k.parameters().items()}
     v = y.var() / 4  # four terms besides white
-    for name in ("0.variance", "1.0.variance", "2.variance"):
-        np.testing.assert_allclose(p[name], v, rtol=1e-12)
-    np.testing.assert_allclose(p["1.1.base.variance"], 1.0)
-    np.testing.assert_allclose(p["4.variance"], 0.1 * v, rtol=1e-12)
-    np.testing.assert_allclose(p["3.variance"], v / (2 * np.mean(X**2, axis=0)), rtol=1e-12)
     span = X.max(0) - X.min(0)
     gap = 4 * np.array([np.median(np.diff(np.unique(c))) for c in X.T])
+    ratios = np.array([np.exp(np.mean(np.log((gap / span) ** (j / 2)))) for j in range(3)])
+    expected = 3 * v * ratios / ratios.sum()
+    for name, want in zip(("0.variance", "1.0.variance", "2.variance"), expected, strict=True):
+        np.testing.assert_allclose(p[name], want, rtol=1e-12)
+    assert expected[0] > expected[1] > expected[2]
+    np.testing.assert_allclose(p["1.1.base.variance"], 1.0)
+    np.testing.assert_allclose(p["4.variance"], 0.1 * expected[2], rtol=1e-12)
+    np.testing.assert_allclose(p["3.variance"], v / (2 * np.mean(X**2, axis=0)), rtol=1e-12)
     for j, name in enumerate(("0.lengthscale", "1.0.lengthscale", "2.lengthscale")):
         np.testing.assert_allclose(p[name], span * (gap / span) ** (j / 2), rtol=1e-12)
     np.testing.assert_allclose(p["1.1.period"], 1.0)

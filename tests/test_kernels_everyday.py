@@ -76,6 +76,26 @@ def test_gram_vjp_matches_finite_differences(name, xp, device):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_params_only_backward_matches_finite_differences(name, xp, device):
+    """``vjp.params(G)``, the parameters' gradients without the inputs' (what exact GP
+    training reads), against central finite differences of the NumPy reference, with two sets
+    and with one, float64, every backend."""
+    dtype = xp.float64
+    k = build(name, xp, dtype, device)
+    X1, X2, G, Gs, _ = _inputs(seed=2)
+    conv = lambda a: B.asarray(a, dtype=dtype, xp=xp, device=device)  # noqa: E731
+    params = SPECS[name][2]
+    for Xb, Gc, label in ((X2, G, "two sets"), (None, Gs, "one set")):
+        _, vjp = k.gram_and_vjp(conv(X1), None if Xb is None else conv(Xb))
+        got = vjp.params(conv(Gc))
+        assert list(got) == list(params)
+        for pname, value in params.items():
+            check_grad(lambda v, pname=pname, Xb=Xb, Gc=Gc: np.sum(
+                Gc * reference(name, X1, Xb, _with(name, pname, v))),
+                value, _np(got[pname]), name=f"{name} {pname} ({label})")
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_diag_vjp_matches_finite_differences(name, xp, device):
     dtype = xp.float64
     k = build(name, xp, dtype, device)

@@ -57,6 +57,27 @@ def test_gram_vjp_matches_finite_differences(name, d):
                    _np(same["params"][pname]), name=f"{name} {pname} (same)")
 
 
+@pytest.mark.parametrize("d", [1, 3])
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_params_only_backward_matches_finite_differences(name, d):
+    """``vjp.params(G)`` (parameters only, the input gradients' work skipped where a kernel
+    can) against finite differences of the reference, with two sets and with one (symmetric
+    cotangent, as exact GP training passes)."""
+    spec = kernel_specs(d)[name]
+    k = build(spec, dtype="float64")
+    X1, X2, G, Gs, _ = _problem(d, seed=3)
+    Gs = Gs + Gs.T
+    flat = spec_params(spec)
+    for Xb, Gc, label in ((X2, G, "two sets"), (None, Gs, "one set")):
+        _, vjp = k.gram_and_vjp(X1, Xb)
+        got = vjp.params(Gc)
+        assert list(got) == list(flat)
+        for pname, value in flat.items():
+            check_grad(lambda v, pname=pname, Xb=Xb, Gc=Gc: np.sum(
+                Gc * ref_gram(spec_with(spec, {pname: v}), X1, X1 if Xb is None else Xb)),
+                value, _np(got[pname]), name=f"{name} {pname} ({label})")
+
+
 @pytest.mark.parametrize("name", SPEC_NAMES)
 def test_diag_vjp_matches_finite_differences(name):
     d = 3

@@ -344,6 +344,14 @@ class TestKernelMatrix(OperatorContract):
         return rbf_numpy(p["X"], p["X"], float(p["variance"]), float(p["lengthscale"]))
 
 
+class TestKernelMatrixThreads(TestKernelMatrix):
+    """The symmetric tiles shared by two threads (tile side 2: a ragged last tile)."""
+
+    def build(self, p, conv):
+        k = RBFKernel(float(p["variance"]), float(p["lengthscale"]))
+        return KernelMatrix(k, conv(p["X"]), block_size=2, workers=2)    # side isqrt(7)
+
+
 class TestKernelMatrixCross(OperatorContract):
     square = False
     grad_paths = {"variance": ("kernel", "variance"), "lengthscale": ("kernel", "lengthscale"),
@@ -489,8 +497,14 @@ def test_kernel_matrix_memory_is_blockwise(to_xp):
     op = KernelMatrix(Recording(), X, block_size=5)
     op @ to_xp(np.ones((23, 3)))
     op.param_vjp(to_xp(np.ones((23, 3))), to_xp(np.ones((23, 3))))
-    assert calls and all(rows <= 5 for rows, cols in calls)
-    assert sum(rows for rows, cols in calls) == 2 * 23
+    # square tiles of at most 5 * 23 entries (side 10: rows 0-9, 10-19, 20-22), each pair of
+    # points evaluated once per pass: (23^2 + 10^2 + 10^2 + 3^2) / 2 = 369 entries a pass
+    assert calls and all(rows * cols <= 5 * 23 for rows, cols in calls)
+    assert sum(rows * cols for rows, cols in calls) == 2 * 369
+    calls.clear()
+    cross = KernelMatrix(Recording(), X, X[:7, :], block_size=5)
+    cross @ to_xp(np.ones((7, 3)))
+    assert all(rows <= 5 for rows, cols in calls) and sum(r for r, _ in calls) == 23
 
 
 def test_more_operator_errors(to_xp, xp, dtype):

@@ -36,6 +36,12 @@ from gpnum.backend._namespace import (
                                     namespace,
                                     namespace_by_name,
 )
+from gpnum.backend._parallel import (
+    available_memory,
+    default_workers,
+    run_in_threads,
+    usable_cores,
+)
 from gpnum.backend._random import Generator, default_rng
 from gpnum.backend._scatter import scatter_add
 from gpnum.backend._threads import blas_threads, set_blas_threads
@@ -44,6 +50,7 @@ __all__ = [
     "BACKENDS",
     "Generator",
     "asarray",
+    "available_memory",
     "backend_name",
     "blas_pool",
     "blas_threads",
@@ -56,6 +63,7 @@ __all__ = [
     "default_jitter",
     "relative_jitter",
     "default_rng",
+    "default_workers",
     "eigh",
     "device_of",
     "get_namespace",
@@ -69,6 +77,7 @@ __all__ = [
     "namespace_by_name",
     "outer_self",
     "row_dots",
+    "run_in_threads",
     "same_namespace_dtype_device",
     "scatter_add",
     "set_blas_threads",
@@ -76,4 +85,5 @@ __all__ = [
     "to_numpy",
     "triangular_inverse",
     "triangular_matmul",
+    "usable_cores",
 ]

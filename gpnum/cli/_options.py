@@ -53,6 +53,12 @@ def add_training_args(p, *, compare=False):
                            "fixed split (1 marks a test row); --split picks the column")
     data.add_argument("--max-train", type=argtypes.positive_int, default=None, metavar="N",
                       help="use at most N training points (a random subset), for quick runs")
+    if not compare:
+        data.add_argument("--targets", type=argtypes.positive_int, default=1, metavar="K",
+                          help="with --csv: the last K columns are outputs (empty cells, nan "
+                               "or NA: missing); K >= 2 fits one exact multi-output GP "
+                               "(MultiOutputGPR, --multioutput) and holds out 15%% of the "
+                               "observed entries, seeded by --seed (default: 1)")
     model = p.add_argument_group("model")
     model.add_argument("--likelihood", choices=LIKELIHOODS, default="auto", metavar="NAME",
                        help="observation model: 'auto' (the data set's own; 'gpnum datasets' "
@@ -66,6 +72,13 @@ def add_training_args(p, *, compare=False):
                             "(default: %(default)s)")
     _add_svtp_args(model, data, compare)
     if not compare:
+        model.add_argument("--multioutput", choices=("icm", "independent"), default="icm",
+                           help="--targets K >= 2: 'icm' (one latent kernel, --kernel, shared by "
+                                "the outputs through B = W W^T + diag(kappa), W of --rank "
+                                "columns) or 'independent' (one --kernel per output) "
+                                "(default: %(default)s)")
+        model.add_argument("--rank", type=argtypes.positive_int, default=1, metavar="R",
+                           help="--multioutput icm: columns of W (default: %(default)s)")
         model.add_argument("--whitening", choices=("cholesky", "ciq"), default="cholesky",
                            help="how K_ZZ^(-1/2) K_ZX is formed (default: %(default)s)")
         model.add_argument("--num-inducing", type=argtypes.positive_int, default=500, metavar="M",
@@ -177,14 +190,14 @@ def _add_svtp_args(model, data, compare):
                                 f"{','.join(COMPARE_MODELS)} (Cholesky whitening, each "
                                 "--num-inducing)")
     else:
-        model.add_argument("--model", choices=("svgp", "svtp", "gpr", "sgpr"), default="svgp",
+        model.add_argument("--model", choices=("svgp", "svtp", "gpr", "sgpr"), default=None,
                            help="'svgp' (sparse variational GP, --likelihood), 'svtp' "
                                 "(sparse variational Student-t process, Xu, Zeng & Paisley "
                                 "2024), 'gpr' (the "
                                 "exact GP: O(n^3), use --max-train beyond a few thousand points) "
                                 "or 'sgpr' (Titsias' collapsed bound, O(n m^2)); gpr and sgpr "
                                 "are Gaussian-likelihood models trained on all the data at once "
-                                "(default: %(default)s)")
+                                "(default: svgp; gpr, the only choice, with --targets K >= 2)")
     model.add_argument("--kl", choices=("mc", "upper-bound"), default="mc",
                        help="SVTP's KL: Monte Carlo or its Jensen upper bound "
                             "(default: %(default)s)")

@@ -7,6 +7,7 @@ import os
 import time
 
 from gpnum.cli import _common as common
+from gpnum.cli import _multioutput as multioutput
 from gpnum.cli import figures
 from gpnum.cli._options import FULL_BATCH_MODELS, CLIError, add_training_args, resolve_optimizer
 
@@ -72,6 +73,10 @@ def _model_name(args, model):
 def run(args):
     import gpnum
 
+    if args.targets > 1:
+        return multioutput.run(args)
+    if args.model is None:
+        args.model = "svgp"
     resolve_optimizer(args)
     common.solver_options(args, args.model)  # refuse --solver with another model, before data
     xp, dtype = common.select_backend(args)

@@ -24,7 +24,7 @@ cross to the target backend (``GPNUM_BACKEND`` or ``xp=``) once, in the requeste
 
 from gpnum.datasets._dataset import LIKELIHOODS, RANDOM_FRACTIONS, TASKS, Dataset
 from gpnum.datasets._load import load, load_csv
-from gpnum.datasets._multioutput import MultiOutputData, load_multioutput
+from gpnum.datasets._multioutput import MultiOutputData, load_multioutput, load_multioutput_csv
 from gpnum.datasets._registry import DatasetInfo, available
 from gpnum.datasets._series import load_series
 from gpnum.datasets._stream import NpyBatches
@@ -33,4 +33,4 @@ from gpnum.datasets._subsets import add_outliers, holdout, random_subset
 __all__ = ["Dataset", "DatasetInfo", "LIKELIHOODS", "NpyBatches", "RANDOM_FRACTIONS", "TASKS",
            "add_outliers", "available", "holdout", "load", "load_csv", "load_series",
            "random_subset"]
-__all__ += ["MultiOutputData", "load_multioutput"]
+__all__ += ["MultiOutputData", "load_multioutput", "load_multioutput_csv"]

@@ -51,7 +51,31 @@ def _locate_bad_cell(lines, first, n_cols, names, source):
     return None
 
 
-def decode_table(text: str, *, header="infer", source: str = "<csv>"):
+_MISSING_CELLS = ("", "nan", "na")
+
+
+def _decode_with_missing(lines, body, n_cols, names, source):
+    """Parse the data rows cell by cell: an empty cell, ``nan`` or ``NA`` becomes NaN."""
+    rows = []
+    for lineno, line in _data_lines(lines, body):
+        cells = [_clean(c) for c in line.split(",")]
+        if len(cells) != n_cols:
+            raise ValueError(f"{source}: line {lineno}: expected {n_cols} comma-separated "
+                             f"cells, got {len(cells)}")
+        row = []
+        for j, cell in enumerate(cells):
+            if cell.lower() in _MISSING_CELLS:
+                row.append(np.nan)
+            elif _is_number(cell):
+                row.append(float(cell))
+            else:
+                raise ValueError(f"{source}: line {lineno}, column {j + 1} ({names[j]!r}): "
+                                 f"expected a number or an empty cell (missing), got {cell!r}")
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), n_cols)
+
+
+def decode_table(text: str, *, header="infer", source: str = "<csv>", missing=False):
     """Parse CSV text of numbers into a float64 array.
 
     Parameters
@@ -63,6 +87,9 @@ def decode_table(text: str, *, header="infer", source: str = "<csv>"):
         if any of its cells is not a number.
     source : str
         How to name the table in error messages (usually its path).
+    missing : bool
+        If True, an empty cell, ``nan`` or ``NA`` (any case) is a missing value, returned as
+        NaN; infinite values are still refused. If False (default), any of them raises.
 
     Returns
     -------
@@ -90,6 +117,13 @@ def decode_table(text: str, *, header="infer", source: str = "<csv>"):
     body = first + 1 if has_header else first
     if next(_data_lines(lines, body), None) is None:
         raise ValueError(f"{source}: expected at least one row of data after the header, got none")
+    if missing:
+        data = _decode_with_missing(lines, body, n_cols, names, source)
+        if np.isinf(data).any():
+            r, j = (int(v) for v in np.argwhere(np.isinf(data))[0])
+            raise ValueError(f"{source}: data row {r + 1}, column {j + 1} ({names[j]!r}): "
+                             "expected a finite number or a missing cell, got an infinite value")
+        return data, names, has_header
     try:
         data = np.loadtxt(io.StringIO("\n".join(lines[body:])), delimiter=",", dtype=np.float64,
                           comments=None, quotechar='"', ndmin=2)
@@ -110,7 +144,7 @@ def decode_table(text: str, *, header="infer", source: str = "<csv>"):
     return data, names, has_header
 
 
-def read_table(source, *, header="infer"):
+def read_table(source, *, header="infer", missing=False):
     """Read a CSV file (gzip-compressed if its name ends in ``.gz``) into a float64 array.
 
     Parameters
@@ -119,6 +153,8 @@ def read_table(source, *, header="infer"):
         The file.
     header : {None, "infer"}
         See :func:`decode_table`.
+    missing : bool
+        Empty / ``nan`` / ``NA`` cells become NaN (see :func:`decode_table`).
 
     Returns
     -------
@@ -141,4 +177,4 @@ def read_table(source, *, header="infer"):
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{label}: expected a UTF-8 text CSV file ({exc})") from None
-    return decode_table(text, header=header, source=label)
+    return decode_table(text, header=header, source=label, missing=missing)

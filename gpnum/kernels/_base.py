@@ -201,6 +201,9 @@ class Kernel(Parameterised):
         without forming the (n1, n2) cotangent where the kernel can (the stationary kernels
         go through it in blocks of rows; others form it): for the low-rank cotangents of
         conjugate-gradient training (gpnum.models.GPR with ``solver="cg"``).
+
+        ``vjp.params(G)`` returns ``vjp(G)["params"]`` only: kernels that can skip the input
+        gradients' work (the stationary ones) do, for training loops that never read them.
         """
         X1, X2 = self._check_inputs(X1, X2)
         n1, n2 = X1.shape[0], (X1.shape[0] if X2 is None else X2.shape[0])
@@ -221,7 +224,13 @@ class Kernel(Parameterised):
             params, g1, g2 = blocked(U, V) if blocked is not None else inner(U @ V.T)
             return {"params": self._as_arrays(params), "X1": g1, "X2": g2}
 
+        def params(G):
+            G = self._check_cotangent(G, (n1, n2), "G")
+            only = getattr(inner, "params_only", None)
+            return self._as_arrays(only(G) if only is not None else inner(G)[0])
+
         vjp.low_rank = low_rank
+        vjp.params = params
         return K, vjp
 
     def _check_cotangent_factor(self, F, rows, name):
@@ -295,6 +304,9 @@ class Kernel(Parameterised):
                 return params, self._scatter(g1, width), self._scatter(g2, width)
 
             scattered.low_rank = scattered_low_rank
+        only = getattr(inner, "params_only", None)
+        if only is not None:
+            scattered.params_only = only  # parameters need no scattering
         return K, scattered
 
     # ------------------------------------------------------------------- to be implemented

@@ -64,6 +64,7 @@ class Sum(_Composite):
         def inner(G):
             return _collect([vjp(G) for _, vjp in pairs])
 
+        inner.params_only = lambda G: _collect_params([_params_of(vjp, G) for _, vjp in pairs])
         return K, inner
 
     def _diag_vjp(self, g, X):
@@ -71,12 +72,25 @@ class Sum(_Composite):
 
 
 def _fold(op, values):
-    """``op(...op(op(v0, v1), v2)..., v_last)`` over an iterable, left to right."""
+    """``op(...op(op(v0, v1), v2)..., v_last)`` over an iterable, left to right.
+
+    The first ``op`` makes a new array and the later ones update it in place (the values
+    themselves are never modified: a part's backward pass may read its matrix), so a sum of
+    ``T`` (n1, n2) matrices allocates one, not ``T - 1``.
+    """
     values = iter(values)
     out = next(values)
+    fresh = False
     for v in values:
-        out = op(out, v)
+        if fresh:
+            out = _in_place[op](out, v)
+        else:
+            out = op(out, v)
+            fresh = True
     return out
+
+
+_in_place = {operator.add: operator.iadd, operator.mul: operator.imul}
 
 
 def _collect(results):
@@ -88,6 +102,21 @@ def _collect(results):
         if b is not None:
             g2 = b if g2 is None else g2 + b
     return params, g1, g2
+
+
+def _params_of(inner, G):
+    """A part's parameter gradients from its backward function, without its input gradients
+    where the part can skip them."""
+    only = getattr(inner, "params_only", None)
+    return only(G) if only is not None else inner(G)[0]
+
+
+def _collect_params(results):
+    """The parts' parameter gradients under the parent's names (``"i.<name>"``)."""
+    params = {}
+    for i, p in enumerate(results):
+        params.update(ParentKernel._prefixed(i, p))
+    return params
 
 
 def _collect_diag(results):
@@ -137,6 +166,8 @@ class Product(_Composite):
             return _collect([vjp(G * _product_except(grams, i))
                              for i, (_, vjp) in enumerate(pairs)])
 
+        inner.params_only = lambda G: _collect_params(
+            [_params_of(vjp, G * _product_except(grams, i)) for i, (_, vjp) in enumerate(pairs)])
         return K, inner
 
     def _diag_vjp(self, g, X):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpnum.backend import get_namespace
+from gpnum.backend import flat_dot, get_namespace
 from gpnum.kernels._distance import sqdist
 from gpnum.kernels._stationary import Stationary
 
@@ -69,21 +69,28 @@ class RationalQuadratic(Stationary):
         alpha, var = self.alpha, self.variance
         A, B = self._scaled(X1, X2)
         r2 = sqdist(A, B)
-        u = 1.0 + r2 * (0.5 / alpha)
+        u = r2 * (0.5 / alpha)
+        u += 1.0
         log_u = xp.log(u)
-        h = xp.exp(-alpha * log_u)
+        h = log_u * (-alpha)
+        h = xp.exp(h)
 
-        def inner(G):
+        def inner(G, inputs=True):
+            # One (n1, n2) temporary, reused: with W the cotangent of r^2, G var dh/dr^2 =
+            # -var G h / (2 u), the lengthscale's sum(W r^2) and alpha's gradient share
+            # sum(G h r^2 / u):  d h / d alpha = h (r^2 / (2 alpha u) - log u).
             Gh = G * h
             g_var = xp.sum(Gh)
-            # d h / d alpha = h (r^2 / (2 alpha u) - log u)
-            g_alpha = var * xp.sum(Gh * (r2 / (2.0 * alpha * u) - log_u))
-            W = Gh / u
-            W *= -0.5 * var  # cotangent of r^2: G var dh/dr^2, dh/dr^2 = -h / (2 u)
-            params, gA, gB = self._grads_from_r2_cotangent(W, A, B, r2, g_var)
+            t_log = flat_dot(Gh, log_u)
+            Gh /= u
+            t_ratio = flat_dot(Gh, r2)
+            g_alpha = var * (t_ratio / (2.0 * alpha) - t_log)
+            Gh *= -0.5 * var  # now W
+            params, gA, gB = self._grads_from_r2_cotangent(Gh, A, B, r2, g_var, inputs=inputs)
             return ({"lengthscale": params["lengthscale"], "alpha": g_alpha, "variance": g_var},
                     gA, gB)
 
+        inner.params_only = lambda G: inner(G, inputs=False)[0]
         return var * h, inner
 
     def _gram_vjp(self, G, X1, X2):

@@ -84,6 +84,9 @@ class Stationary(LengthscaleVariance):
     #: rounding error is that of the exact per-dimension form, at a fifth of the time for
     #: d = 2. Matern-1/2's slope grows like 1/r, so it keeps the exact form for small d.
     _bounded_slope = True
+    #: ``c`` when ``dh/d(r^2) = c h`` (RBF: -1/2), so that a backward pass can read the slope
+    #: off the gram matrix instead of keeping an array of it; None otherwise.
+    _slope_per_profile = None
 
     # h(r) and dh/d(r^2), both as functions of r^2 ---------------------------------------
     def _profile(self, r2):
@@ -131,7 +134,11 @@ class Stationary(LengthscaleVariance):
         rows = []
         for i0, i1, r2 in sqdist_upper_blocks(A, block_elements=_BLOCK_ELEMENTS,
                                               min_rows=_MIN_BLOCK_ROWS):
-            if with_slope:
+            if with_slope and self._slope_per_profile is not None:
+                # dh/dr^2 = c h: the backward reads it off K's block, no slope array
+                h = self._profile(r2 * 1.0)  # r2 is kept for the backward
+                rows.append((i0, i1, None, r2 if keep_r2 else None))
+            elif with_slope:
                 h, slope = self._profile_and_slope(r2)  # leaves r2 as it was
                 rows.append((i0, i1, slope, r2 if keep_r2 else None))
             else:
@@ -142,25 +149,36 @@ class Stationary(LengthscaleVariance):
                 K[i1:, i0:i1] = xp.matrix_transpose(h[:, i1 - i0:])
         return K, rows
 
-    def _blocked_vjp(self, A, B, blocks):
+    def _blocked_vjp(self, A, B, blocks, inputs=True):
         """Gradients of ``sum(G * k(A, B))`` from the cotangent in blocks: ``blocks`` yields
         ``(s, e, c0, G_blk, K_blk, slope_blk, r2_blk)`` for rows ``s:e`` and columns ``c0:``,
         ``G_blk`` a new array (``r2_blk`` only for a shared lengthscale). ``B`` None: the upper
-        block rows of one set, each ``G_blk`` the cotangent of the pairs of points there."""
+        block rows of one set, each ``G_blk`` the cotangent of the pairs of points there.
+        ``inputs=False``: the parameters' gradients only (``(params, None, None)``); a shared
+        lengthscale then needs no input-gradient work at all."""
         xp = get_namespace(A)
         var = self.variance
         ard = self.lengthscale.ndim == 1
-        acc = SqdistVJPRows(A, B, per_dim=ard, exact=False if self._bounded_slope else None)
+        acc = None
+        if ard or inputs:
+            acc = SqdistVJPRows(A, B, per_dim=ard, exact=False if self._bounded_slope else None)
         g_var = S = 0.0
         for s, e, c0, W, K_blk, slope_blk, r2_blk in blocks:
             # an in-cache product, not vecdot (NumPy's may thread a long row in its own BLAS)
             g_var = g_var + xp.sum(W * K_blk)
-            W *= slope_blk
-            W *= var  # now the cotangent of the block's r^2
-            acc.add(W, s, e, c0)
+            if slope_blk is None:  # dh/dr^2 = c h, and K_blk = var h
+                W *= K_blk
+                W *= self._slope_per_profile
+            else:
+                W *= slope_blk
+                W *= var  # now the cotangent of the block's r^2
+            if acc is not None:
+                acc.add(W, s, e, c0)
             if not ard:
                 S = S + flat_dot(W, r2_blk)
-        gA, gB, S_dims = acc.result()
+        gA = gB = S_dims = None
+        if acc is not None:
+            gA, gB, S_dims = acc.result()
         return self._params_and_input_grads(gA, gB, S_dims if ard else S, g_var / var)
 
     def _gram_and_vjp(self, X1, X2):
@@ -178,9 +196,10 @@ class Stationary(LengthscaleVariance):
                     W[:, :i1 - i0] *= 0.5  # the diagonal tile holds each of its pairs twice
                     yield i0, i1, i0, W, K[i0:i1, i0:], slope, r2
 
-            def inner(G):
+            def inner(G, inputs=True):
                 return self._blocked_vjp(A, None, upper_blocks(
-                    lambda i0, i1: G[i0:i1, i0:] + xp.matrix_transpose(G[i0:, i0:i1])))
+                    lambda i0, i1: G[i0:i1, i0:] + xp.matrix_transpose(G[i0:, i0:i1])),
+                    inputs=inputs)
 
             def low_rank(U, V):
                 # G = U V^T: the pair block U_I V_J^T + V_I U_J^T is one GEMM of rank 2p.
@@ -191,6 +210,7 @@ class Stationary(LengthscaleVariance):
                     lambda i0, i1: matmul(UV[i0:i1, :], xp.matrix_transpose(VU[i0:, :]))))
 
             inner.low_rank = low_rank
+            inner.params_only = lambda G: inner(G, inputs=False)[0]
             return K, inner
 
         r2 = sqdist(A, B)
@@ -199,11 +219,11 @@ class Stationary(LengthscaleVariance):
         if ard:
             r2 = None
 
-        def inner(G):
+        def inner(G, inputs=True):
             W = G * slope
             W *= var
             g_var = flat_dot(G, K) / var  # sum(G * K) without an (n1, n2) temporary
-            return self._grads_from_r2_cotangent(W, A, B, r2, g_var)
+            return self._grads_from_r2_cotangent(W, A, B, r2, g_var, inputs=inputs)
 
         def low_rank(U, V):
             # G = U V^T in blocks of rows: neither G nor G * slope is ever (n1, n2); SciPy's
@@ -220,6 +240,7 @@ class Stationary(LengthscaleVariance):
             return self._blocked_vjp(A, B, row_blocks())
 
         inner.low_rank = low_rank
+        inner.params_only = lambda G: inner(G, inputs=False)[0]
         return K, inner
 
     def _diag(self, X):
@@ -237,22 +258,28 @@ class Stationary(LengthscaleVariance):
         W *= G
         return self._grads_from_r2_cotangent(W, A, B, r2, g_var)
 
-    def _grads_from_r2_cotangent(self, W, A, B, r2, g_var):
-        """Parameter and input gradients given the cotangent ``W`` of the scaled ``r^2``."""
+    def _grads_from_r2_cotangent(self, W, A, B, r2, g_var, inputs=True):
+        """Parameter and input gradients given the cotangent ``W`` of the scaled ``r^2``
+        (``inputs=False``: parameters only, input gradients None)."""
         ard = self.lengthscale.ndim == 1
-        gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard,
-                               exact=False if self._bounded_slope else None)
+        gA = gB = S = None
+        if ard or inputs:
+            gA, gB, S = sqdist_vjp(W, A, B, per_dim=ard,
+                                   exact=False if self._bounded_slope else None)
         if not ard:
             S = flat_dot(W, r2)
         return self._params_and_input_grads(gA, gB, S, g_var)
 
     def _params_and_input_grads(self, gA, gB, S, g_var):
         """Gradients from those w.r.t. the scaled inputs and ``S``: per column
-        ``sum_ij W_ij (a_ik - b_jk)^2`` (ARD), or ``sum(W * r^2)`` (shared lengthscale)."""
+        ``sum_ij W_ij (a_ik - b_jk)^2`` (ARD), or ``sum(W * r^2)`` (shared lengthscale).
+        ``gA`` None: no input gradients (None, None)."""
         ell = self.lengthscale
         # r^2 depends on lengthscale_k through 1/lengthscale_k^2: d r^2 / d ell_k = -2 r_k^2 / ell_k
         g_ell = -2.0 * S / ell
         params = {"lengthscale": g_ell, "variance": g_var}
+        if gA is None:
+            return params, None, None
         return params, gA / ell, (None if gB is None else gB / ell)
 
     def _diag_vjp(self, g, X):
@@ -266,6 +293,8 @@ class RBF(Stationary):
 
     Infinitely differentiable; see :class:`Stationary` for the parameters.
     """
+
+    _slope_per_profile = -0.5
 
     def _profile(self, r2):
         xp = get_namespace(r2)

@@ -1,8 +1,10 @@
-"""The lazy kernel matrix ``k(X, Z)``: products in row blocks, never the whole matrix."""
+"""The lazy kernel matrix ``k(X, Z)``: products in blocks, never the whole matrix."""
 
 from __future__ import annotations
 
-from gpnum.backend import device_of, get_namespace, is_array
+import math
+
+from gpnum.backend import device_of, get_namespace, is_array, run_in_threads
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.linalg._operators import LinearOperator
 
@@ -30,6 +32,14 @@ class KernelMatrix(LinearOperator):
     at a time and multiplies it by ``R``, so memory stays ``O((n + k) * block_size)`` instead
     of ``O(n^2)``, at the price of re-evaluating the kernel in every product.
 
+    The symmetric ``k(X, X)`` (``Z=None``) works in square tiles ``K_IJ = k(X_I, X_J)`` of
+    about ``block_size * n / workers`` elements instead: each tile with ``I < J`` is evaluated
+    once per product and serves both of its products, ``K_IJ R_J`` for the rows ``I`` and
+    ``K_IJ^T R_I`` for the rows ``J`` (as in the partitioned products of Wang et al. 2019, with
+    the symmetry used), so a product evaluates each pair of points once, about half the kernel
+    entries of the row blocks; :meth:`param_vjp` likewise takes each tile's cotangent
+    ``G_IJ + G_JI^T`` at once. ``workers`` threads share the tiles.
+
     Parameters
     ----------
     kernel_fn : callable
@@ -43,16 +53,24 @@ class KernelMatrix(LinearOperator):
         Column inputs; ``None`` for the square, symmetric ``k(X, X)``.
     block_size : int
         Rows of the kernel evaluated at once (:func:`block_rows_for_budget` picks it from a
-        memory budget).
+        memory budget); for ``Z=None`` the tiles hold as many elements, shared among the
+        workers (a tile side of ``sqrt(block_size * n / workers)`` rows).
     vjp_block_size : int, optional
-        Rows per block in :meth:`param_vjp` (default ``block_size``). Products run fastest with
-        blocks that stay in cache (a few MiB); the backward pass, with its per-dimension GEMMs,
-        with larger ones.
+        Rows per block in :meth:`param_vjp` (default ``block_size``; for ``Z=None`` tiles of
+        as many elements, as above). Row-block products run fastest with blocks that stay in
+        cache (a few MiB), the row-block backward pass, with its per-dimension GEMMs, with
+        larger ones; the symmetric tiles are fastest at cache size for both (docs/exact-gp.md).
     compute_dtype : dtype, optional
         Dtype of the products (default ``X``'s). With float32 inputs and ``float64`` here,
         each block is formed in float32 and cast before it is multiplied, so that a Krylov
         solver can run in float64 on a float32 kernel; :meth:`param_vjp` casts the cotangent
         blocks back to the kernel's dtype.
+    workers : int
+        Threads that share the tiles of the symmetric products and :meth:`param_vjp` (default
+        1). NumPy releases the GIL in its elementwise passes and BLAS calls, so on NumPy each
+        thread keeps a core busy (:func:`gpnum.backend.default_workers` gives every usable
+        core there); each thread sums into its own output, added up in a fixed order, so the
+        result does not depend on the threads' timing. Torch has its own thread pool: leave 1.
 
     Notes
     -----
@@ -64,7 +82,7 @@ class KernelMatrix(LinearOperator):
     fresh_products = True
 
     def __init__(self, kernel_fn, X, Z=None, *, block_size: int = 1024, compute_dtype=None,
-                 vjp_block_size=None):
+                 vjp_block_size=None, workers: int = 1):
         if not callable(kernel_fn):
             raise TypeError(f"kernel_fn: expected a callable k(X1, X2), got "
                             f"{type(kernel_fn).__name__}")
@@ -88,6 +106,8 @@ class KernelMatrix(LinearOperator):
         if isinstance(vjp_block_size, bool) or not isinstance(vjp_block_size, int) \
                 or vjp_block_size < 1:
             raise ValueError(f"vjp_block_size: expected an integer >= 1, got {vjp_block_size!r}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
         n_cols = X.shape[0] if Z is None else Z.shape[0]
         if compute_dtype is None:
             compute_dtype = X.dtype
@@ -99,10 +119,14 @@ class KernelMatrix(LinearOperator):
         self.Z = Z
         self.block_size = block_size
         self.vjp_block_size = vjp_block_size
+        self.workers = workers
         self.symmetric = Z is None
         # diagonal blocks of k(X, X) evaluated as k(X_b, None): see kernel_fn above
         self._split_diagonal = Z is None and bool(getattr(kernel_fn, "depends_on_same_set",
                                                           False))
+        # diagonal tiles as k(X_I, None) wherever kernel_fn takes None (gpnum kernels: their
+        # gram of one set is exactly symmetric and computes each pair once)
+        self._same_set_call = self._split_diagonal or callable(getattr(kernel_fn, "gram", None))
 
     @property
     def _cols(self):
@@ -137,8 +161,50 @@ class KernelMatrix(LinearOperator):
                  self._gram(Xb, self._cols[c0:c1, :]))
                 for c0, c1, same in self._col_ranges(s, e)]
 
+    def _tiles(self, size):
+        """Row ranges of the square tiles and the tile pairs ``(I, J)``, ``I <= J``, that worker
+        ``w`` takes (``pairs[w::workers]``: tiles of one size, so an even share)."""
+        n = self.shape[0]
+        side = min(n, max(1, math.isqrt(size * n // self.workers)))
+        blocks = [(s, min(n, s + side)) for s in range(0, n, side)]
+        pairs = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
+        return blocks, pairs, min(self.workers, len(pairs))
+
+    def _diagonal_tile(self, s, e):
+        Xb = self.X[s:e, :]
+        return self._gram(Xb, None if self._same_set_call else Xb)
+
+    def _symmetric_matmat(self, R):
+        xp = self.xp
+        blocks, pairs, workers = self._tiles(self.block_size)
+        X = self.X
+
+        def work(w):
+            acc = [None] * len(blocks)
+            for i, j in pairs[w::workers]:
+                s, e = blocks[i]
+                if i == j:
+                    acc[i] = _add(acc[i], self._diagonal_tile(s, e) @ R[s:e, :])
+                    continue
+                c0, c1 = blocks[j]
+                K = self._gram(X[s:e, :], X[c0:c1, :])
+                acc[i] = _add(acc[i], K @ R[c0:c1, :])
+                acc[j] = _add(acc[j], xp.matrix_transpose(K) @ R[s:e, :])
+            return acc
+
+        accs = run_in_threads(work, workers)
+        parts = []
+        for b in range(len(blocks)):
+            total = None
+            for acc in accs:
+                total = _add(total, acc[b])
+            parts.append(total)  # block b's diagonal tile lies with some worker
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
     def _matmat(self, R):
         xp = self.xp
+        if self.symmetric:
+            return self._symmetric_matmat(R)
         parts = []
         for s, e in self._blocks(self.shape[0]):
             out = None
@@ -199,6 +265,8 @@ class KernelMatrix(LinearOperator):
             raise TypeError("kernel_fn: KernelMatrix.param_vjp needs kernel_fn.gram_vjp(G, X1, "
                             "X2) (the gradient of sum(G * k(X1, X2))), got a "
                             f"{type(self.kernel_fn).__name__} without it")
+        if self.symmetric:
+            return self._symmetric_param_vjp(gram_vjp, U, V)
         xp = self.xp
         Zc = self._cols
         params, row_grads, col_grad = None, [], None
@@ -223,3 +291,58 @@ class KernelMatrix(LinearOperator):
         if self.Z is None:
             return {"kernel": params, "X": row_grad + col_grad}
         return {"kernel": params, "X": row_grad, "Z": col_grad}
+
+    def _symmetric_param_vjp(self, gram_vjp, U, V):
+        """:meth:`param_vjp` of ``k(X, X)`` by tiles: tile ``(I, J)``, ``I < J``, carries the
+        cotangent of both its pairs, ``G_IJ + G_JI^T = [U_I, V_I] [V_J, U_J]^T`` (one GEMM of
+        rank 2k), the diagonal tile ``U_I V_I^T``."""
+        xp = self.xp
+        X = self.X
+        blocks, pairs, workers = self._tiles(self.vjp_block_size)
+        UV = xp.concat([U, V], axis=1)
+        VU = xp.concat([V, U], axis=1)
+
+        def cast(G):
+            return G if G.dtype == X.dtype else xp.astype(G, X.dtype)
+
+        def work(w):
+            params, grads = None, [None] * len(blocks)
+            for i, j in pairs[w::workers]:
+                s, e = blocks[i]
+                if i == j:
+                    G = cast(U[s:e, :] @ xp.matrix_transpose(V[s:e, :]))
+                    g = gram_vjp(G, X[s:e, :], None if self._same_set_call else X[s:e, :])
+                    # X2 None: "X1" holds both roles; else the two roles of one set
+                    gi = g["X1"] if g.get("X2") is None else g["X1"] + g["X2"]
+                    grads[i] = _add(grads[i], gi)
+                else:
+                    c0, c1 = blocks[j]
+                    G = cast(UV[s:e, :] @ xp.matrix_transpose(VU[c0:c1, :]))
+                    g = gram_vjp(G, X[s:e, :], X[c0:c1, :])
+                    grads[i] = _add(grads[i], g["X1"])
+                    grads[j] = _add(grads[j], g["X2"])
+                params = _add_params(params, g["params"])
+            return params, grads
+
+        results = run_in_threads(work, workers)
+        params = None
+        for p, _ in results:
+            if p is not None:
+                params = _add_params(params, p)
+        parts = []
+        for b in range(len(blocks)):
+            total = None
+            for _, grads in results:
+                total = _add(total, grads[b])
+            parts.append(total)
+        return {"kernel": params, "X": parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)}
+
+
+def _add(total, term):
+    return term if total is None else (total if term is None else total + term)
+
+
+def _add_params(total, params):
+    if total is None:
+        return dict(params)
+    return {name: total[name] + value for name, value in params.items()}

@@ -9,6 +9,7 @@ from gpnum.models._build import (
                                  default_likelihood,
                                  inducing_jitter,
 )
+from gpnum.models._build_multioutput import MULTIOUTPUT_KINDS, build_multioutput_model
 from gpnum.models._distributions import precision_to_q_sqrt, project_latents, q_sqrt_to_precision
 from gpnum.models._gpr import GPR
 from gpnum.models._gpr_cg import CGOptions
@@ -36,4 +37,5 @@ __all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_
            "inducing_jitter", "kernel_from_spec", "kernel_spec", "likelihood_from_spec",
            "likelihood_spec", "model_members", "precision_to_q_sqrt", "project_latents",
            "q_sqrt_to_precision", "spec_classes", "student_t_fisher", "student_t_fisher_solve"]
-__all__ += ["LMCSVGP", "MultiOutputGPR", "OILMM", "stack_outputs"]
+__all__ += ["LMCSVGP", "MULTIOUTPUT_KINDS", "MultiOutputGPR", "OILMM", "build_multioutput_model",
+            "stack_outputs"]

@@ -61,7 +61,8 @@ class GPR(FullBatchGaussianModel):
     solver : {"cholesky", "cg", "state_space", "grid", "ski", "auto"}
         ``"cholesky"`` (default): exact, O(n^3) time and O(n^2) memory. ``"cg"``: Gardner et
         al. (2018)'s BBMM -- batched preconditioned conjugate gradients, a stochastic Lanczos
-        log-determinant and Hutchinson trace, kernel products in row blocks (O(n) memory),
+        log-determinant and Hutchinson trace, the kernel matrix formed once per step where it fits
+        in memory, else its products in blocks (O(n) memory),
         LOVE variances; the log marginal likelihood and its gradient are then **stochastic**
         estimates (seeded by ``cg_options.seed``, so repeated calls agree; the standard error
         of the last estimate is in :attr:`cg_info`). ``"state_space"``: one input column
@@ -71,7 +72,8 @@ class GPR(FullBatchGaussianModel):
         (``predict_f(full_cov=True)`` costs O(n m) for m new inputs; docs/timeseries.md). ``"auto"``: state space for such
         kernels on one column above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
         to ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
-        ``cg_options.dense_limit_mib``, CG beyond. See docs/exact-gp.md. ``"grid"``: inputs
+        ``cg_options.dense_limit_mib`` (by default a quarter of the available memory), CG
+        beyond. See docs/exact-gp.md. ``"grid"``: inputs
         on the cells of a Cartesian grid, possibly incomplete: exact through the Kronecker
         eigendecomposition on a complete grid with a product kernel over separate axes, else
         BBMM on the observed cells of the grid's Toeplitz or Kronecker operator. ``"ski"``:
@@ -162,7 +164,7 @@ class GPR(FullBatchGaussianModel):
             return False
         if self.solver == "auto":
             n = self._X.shape[0]
-            fits = 3.0 * 8.0 * n * n <= self.cg_options.dense_limit_mib * 1024.0 * 1024.0
+            fits = _gpr_cg.dense_fits(n, self.cg_options, self.xp, self.device)
             return not (n <= self.AUTO_CHOLESKY_MAX_N and fits)
         return self.solver == "cg"
 
@@ -212,11 +214,12 @@ class GPR(FullBatchGaussianModel):
             K, vjp = self.kernel.gram_and_vjp(X)
         else:
             K, vjp = self.kernel(X), None
-        noise = (xp.astype(self.likelihood.variance, high, copy=False)
-                 * xp.eye(n, dtype=high, device=self._device))
-        # A new array: the gram's backward pass may read K, which must stay unmodified.
+        # The noise variance goes in as the factorisation's shift: the Cholesky works on its own
+        # copy (the gram's backward pass may read K, which must stay unmodified), and no
+        # (n, n) identity or sum is formed.
+        noise = float(self.likelihood.variance)
         try:
-            L = cholesky(xp.astype(K, high, copy=False) + noise, shift=self.jitter,
+            L = cholesky(xp.astype(K, high, copy=False), shift=noise + self.jitter,
                          what="GPR's K + noise variance I")
         except NotPSDError as exc:
             raise self._not_psd(f"K + noise variance I (n = {n}, noise variance "
@@ -244,9 +247,11 @@ class GPR(FullBatchGaussianModel):
         K_bar = cho_inverse(L)  # K_y^{-1}, overwritten below
         # dK_y/d sigma^2 = I: the trace of K_bar.
         g_noise = 0.5 * (xp.sum(alpha * alpha) - xp.sum(xp.linalg.diagonal(K_bar)))
-        # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta).
-        K_bar = 0.5 * (alpha[:, None] * alpha[None, :] - K_bar)
-        g_kernel = vjp(xp.astype(K_bar, self.dtype, copy=False))["params"]
+        # R&W (5.9): d/dtheta log p = 1/2 tr((alpha alpha^T - K_y^{-1}) dK_y/dtheta), formed in
+        # the new array cho_inverse returned (one (n, n) temporary, the outer product)
+        K_bar *= -0.5
+        K_bar += (0.5 * alpha)[:, None] * alpha[None, :]
+        g_kernel = vjp.params(xp.astype(K_bar, self.dtype, copy=False))
         return value, self._pack_grads(alpha, g_kernel, g_noise)
 
     def _pack_grads(self, alpha, g_kernel, g_noise):

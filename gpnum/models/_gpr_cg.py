@@ -26,12 +26,23 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, fields
 
-from gpnum.backend import blas_pool, default_rng, get_namespace, solve_triangular, to_numpy
+from gpnum.backend import (
+    available_memory,
+    blas_pool,
+    cholesky,
+    default_rng,
+    default_workers,
+    device_of,
+    get_namespace,
+    solve_triangular,
+    to_numpy,
+)
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg import (
     AddedDiag,
     Dense,
     KernelMatrix,
+    LinearOperator,
     block_rows_for_budget,
     lanczos,
     lanczos_quadrature,
@@ -45,13 +56,23 @@ __all__ = ["CGOptions"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _MIB = 1024.0 * 1024.0
-# Elements of one kernel block in the blocked products (4 MiB in float64): the dozen
-# elementwise passes of a kernel evaluation then run in cache, not in main memory.
+# Elements of one kernel tile of the blocked path (4 MiB in float64): the dozen elementwise
+# passes of a kernel evaluation then run in cache, not in main memory.
 _PRODUCT_BLOCK_ELEMENTS = 2 ** 19
 # (n, b) arrays alive at once in a prediction block: the kernel block and its evaluation's
 # temporaries (~4), the whitened block and LOVE's products (~4). Sized for 2, the n = 40,000
 # run's prediction peaked at 1.2 GiB beyond the data on a 256 MiB budget (training: 407 MiB).
 _PREDICT_BLOCK_COPIES = 8
+# The share of the available memory (gpnum.backend.available_memory) that the dense kernel
+# matrix and its backward temporaries may take when cg_options.dense_limit_mib is None, and the
+# limit where the system does not say what is available.
+_DENSE_MEMORY_FRACTION = 0.25
+_DENSE_FALLBACK_MIB = 2048.0
+# (n, n) float64 arrays of the dense path: K, and the slope and distances its backward keeps;
+# without the backward (predictions, samples) K alone, and the kernel's float32 K beside its
+# float64 copy for a float32 model.
+_DENSE_COPIES = 3
+_DENSE_COPIES_NO_VJP = 1.5
 # The relative error of LOVE's predictive variance (noise included) at the checked training
 # inputs (cg_options.variance_checks) that warns.
 _VARIANCE_CHECK_WARN = 0.1
@@ -88,14 +109,27 @@ class CGOptions:
     maxiter : int
         Most CG iterations.
     love_rank : int
-        Lanczos steps of the LOVE variance cache (Pleiss et al. 2018).
+        Lanczos steps of the LOVE variance cache (Pleiss et al. 2018). On the blocked path
+        they share the prediction solve's kernel passes: the cache costs
+        ``max(PCG iterations, love_rank)`` passes.
     memory_budget_mib : float
         Memory for kernel blocks (MiB). Row blocks of ``k(X_b, X)`` are sized so that the block
         and the temporaries of its backward pass fit.
-    dense_limit_mib : float
-        When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies)
-        fits in this many MiB, it is formed once per step and reused by every CG iteration
-        instead of being recomputed block by block (0 disables).
+    dense_limit_mib : float or None
+        When the whole ``n x n`` kernel matrix (and its backward temporaries, about 3 copies;
+        1.5 for predictions and samples) fits in this many MiB, it is formed once per step and
+        reused by every CG iteration instead of being recomputed block by block (0 disables).
+        ``None`` (default): a quarter of the memory available when the step or prediction
+        starts (:func:`gpnum.backend.available_memory`: ``MemAvailable`` of ``/proc/meminfo``
+        on Linux, the free device memory on a GPU; 2048 MiB where the system does not say). On
+        a machine with 22 GiB available the dense path then holds up to n ~ 15,500 in
+        training and n ~ 22,000 in prediction.
+    workers : int or None
+        Threads of the blocked path's kernel tiles (:class:`gpnum.linalg.KernelMatrix`).
+        ``None`` (default): every usable core on NumPy, 1 on other namespaces
+        (:func:`gpnum.backend.default_workers`). The blocked path is the one part of gpnum
+        that uses all cores by default, whatever ``GPNUM_BLAS_THREADS`` says (that setting
+        sizes BLAS pools, which do not thread the kernel's elementwise passes).
     variance_checks : int
         Kernel columns at random training inputs that the prediction solve carries along to
         check LOVE's variances against exact quadratic forms (0 disables the check). They
@@ -117,7 +151,8 @@ class CGOptions:
     maxiter: int = 1000
     love_rank: int = 100
     memory_budget_mib: float = 256.0
-    dense_limit_mib: float = 2048.0
+    dense_limit_mib: float | None = None
+    workers: int | None = None
     seed: int = 0
     probe_design: str = "rademacher"
     variance_checks: int = 4
@@ -140,9 +175,14 @@ class CGOptions:
         if self.probe_design not in ("rademacher", "hadamard"):
             raise ValueError(f"cg_options.probe_design: expected 'rademacher' or 'hadamard', "
                              f"got {self.probe_design!r}")
-        if not (isinstance(self.dense_limit_mib, (int, float)) and self.dense_limit_mib >= 0):
-            raise ValueError(f"cg_options.dense_limit_mib: expected a number >= 0, got "
-                             f"{self.dense_limit_mib!r}")
+        limit = self.dense_limit_mib
+        if limit is not None and not (isinstance(limit, (int, float))
+                                      and not isinstance(limit, bool) and limit >= 0):
+            raise ValueError(f"cg_options.dense_limit_mib: expected a number >= 0 or None, got "
+                             f"{limit!r}")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"cg_options.workers: expected an integer >= 1 or None, got {w!r}")
 
     @classmethod
     def coerce(cls, value):
@@ -166,25 +206,55 @@ class CGOptions:
 
 
 # --------------------------------------------------------------------------------- operators
+def dense_limit_bytes(opts, xp=None, device=None):
+    """The memory the dense path's ``n x n`` matrices may take: ``cg_options.dense_limit_mib``
+    when given, else :data:`_DENSE_MEMORY_FRACTION` of the available memory."""
+    if opts.dense_limit_mib is not None:
+        return opts.dense_limit_mib * _MIB
+    free = available_memory(xp, device)
+    if free is None:
+        return _DENSE_FALLBACK_MIB * _MIB
+    return _DENSE_MEMORY_FRACTION * free
+
+
+def dense_fits(n, opts, xp=None, device=None, need_vjp=True):
+    """Whether the dense path's ``n x n`` float64 matrices fit (:func:`dense_limit_bytes`):
+    three of them for a training step, one and a half without the backward pass."""
+    copies = _DENSE_COPIES if need_vjp else _DENSE_COPIES_NO_VJP
+    return copies * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
+
+
 def kernel_operator(model, X, opts, need_vjp):
-    """``K_XX`` as an operator in float64: dense (formed once) when it fits in
-    ``dense_limit_mib``, else a blocked :class:`KernelMatrix`. Returns ``(op, dense_vjp)``;
-    ``dense_vjp`` is the gram's backward function on the dense path (None otherwise)."""
+    """``K_XX`` as an operator in float64: dense (formed once) when it fits
+    (:func:`dense_fits`), else a blocked :class:`KernelMatrix` whose tiles ``cg_options.workers``
+    threads share. Returns ``(op, dense_vjp)``; ``dense_vjp`` is the gram's backward function on
+    the dense path (None otherwise)."""
     xp = model.xp
     n = X.shape[0]
     high = xp.float64
-    if 3.0 * 8.0 * n * n <= opts.dense_limit_mib * _MIB:
+    if dense_fits(n, opts, xp, model.device, need_vjp):
         if need_vjp:
             K, vjp = model.kernel.gram_and_vjp(X)
         else:
             K, vjp = model.kernel(X), None
         return Dense(xp.astype(K, high, copy=False), symmetric=True), vjp
     rows = min(block_rows_for_budget(n, opts.memory_budget_mib * _MIB, 8), n)
-    # products in cache-sized blocks (faster than the budget's larger ones: docs/benchmarks.md),
-    # the backward pass in the budget's
-    product_rows = min(rows, max(8, _PRODUCT_BLOCK_ELEMENTS // n))
-    return KernelMatrix(model.kernel, X, block_size=product_rows, vjp_block_size=rows,
-                        compute_dtype=high), None
+    return tiled_kernel_matrix(model, X, rows), None
+
+
+def tiled_kernel_matrix(model, X, rows):
+    """The blocked ``k(X, X)`` in float64: cache-sized tiles, one per worker, at most ``rows``
+    rows' worth of elements (the memory budget's); ``cg_options.workers`` threads."""
+    xp = model.xp
+    n = X.shape[0]
+    opts = model.cg_options
+    workers = default_workers(xp) if opts.workers is None else opts.workers
+    # products and backward pass in cache-sized tiles: faster than the budget's larger ones,
+    # whose diagonal tiles (evaluated whole) are also a larger share of the work
+    # (docs/exact-gp.md)
+    tile_rows = min(rows, max(1, _PRODUCT_BLOCK_ELEMENTS * workers // n))
+    return KernelMatrix(model.kernel, X, block_size=tile_rows, vjp_block_size=tile_rows,
+                        compute_dtype=xp.float64, workers=workers)
 
 
 def noisy_operator(model, Kop):
@@ -318,10 +388,19 @@ def prediction_state(model):
         idx = default_rng(opts.seed + 1, xp=xp, device=model.device).permutation(n)[:checks]
         Kc = Kop.columns(idx)                                           # (n, c)
         rhs = xp.concat([rhs, Kc], axis=1)
-    sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+    k = min(opts.love_rank, n)
+    if Kop.fresh_products:
+        # every product re-evaluates the kernel: LOVE's Lanczos steps ride along in the
+        # solve's products, then finish alone
+        steps = _LanczosSteps(M, resid, k)
+        sol = pcg(_Riding(A, steps), rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+        love = steps.finish(A)
+    else:
+        sol = pcg(A, rhs, M=M, rtol=rtol, maxiter=opts.maxiter)
+        love = _love_cache(A, M, resid, k)
     state = {"alpha": sol.x[:, 0], "block": block_rows_for_budget(
         n, opts.memory_budget_mib * _MIB, 8, copies=_PREDICT_BLOCK_COPIES)}
-    state.update(_love_cache(A, M, resid, min(opts.love_rank, n)))
+    state.update(love)
     check = None
     if checks:
         noise = float(A.diag.diag)
@@ -380,7 +459,6 @@ def _love_cache(A, M, start, k):
 
     the Krylov part exact on span(Q) (Pleiss et al. 2018) and ``B^{-1} ~= I`` on its
     complement (where the preconditioner already captured ``K_y``). O(n k) per test point."""
-    from gpnum.backend import cholesky
 
     apply_W, apply_Wt = _whitener(M)
 
@@ -390,6 +468,83 @@ def _love_cache(A, M, start, k):
     lz = lanczos(B, apply_W(start[:, None])[:, 0], k)
     L_T = cholesky(lz.tridiagonal())
     return {"love_Q": lz.basis, "love_L": L_T, "love_W": apply_W}
+
+
+class _LanczosSteps:
+    """:func:`_love_cache`'s Lanczos process (full reorthogonalisation, Gram-Schmidt twice) one
+    step at a time, so that its products can share another solver's (:class:`_Riding`).
+    Stops after ``k`` steps or at an invariant subspace (the cache is then exact there)."""
+
+    def __init__(self, M, start, k):
+        self.apply_W, self.apply_Wt = _whitener(M)
+        self.xp = xp = get_namespace(start)
+        v = self.apply_W(start[:, None])[:, 0]
+        self.basis = [v / xp.linalg.vector_norm(v)]
+        self.alpha, self.beta, self.k, self.done = [], [], k, False
+
+    def pending(self):
+        """``W^T q_j`` (n, 1): the column whose product with ``K_y`` the next step needs."""
+        return self.apply_Wt(self.basis[-1][:, None])
+
+    def advance(self, Av):
+        """One step from ``Av = K_y W^T q_j`` (n, 1)."""
+        xp = self.xp
+        w = self.apply_W(Av)[:, 0]                                  # B q_j
+        q = self.basis[-1]
+        a = xp.sum(q * w)
+        w = w - a * q
+        if self.beta:
+            w = w - self.beta[-1] * self.basis[-2]
+        Q = xp.stack(self.basis, axis=1)                            # (n, j)
+        for _ in range(2):
+            w = w - Q @ (xp.matrix_transpose(Q) @ w)
+        self.alpha.append(a)
+        b = xp.linalg.vector_norm(w)
+        if len(self.alpha) == self.k or not float(b) > 1e-12 * float(xp.abs(a)):
+            self.done = True
+            return
+        self.beta.append(b)
+        self.basis.append(w / b)
+
+    def finish(self, A):
+        """The remaining steps with ``A`` alone; returns :func:`_love_cache`'s dictionary."""
+        while not self.done:
+            self.advance(A @ self.pending())
+        xp = self.xp
+        j = len(self.alpha)
+        alpha = xp.stack(self.alpha)
+        dev = device_of(alpha)
+        T = alpha[:, None] * xp.eye(j, dtype=alpha.dtype, device=dev)
+        if j > 1:
+            rows = xp.arange(j, device=dev)
+            upper = xp.astype(rows[:, None] + 1 == rows[None, :], alpha.dtype)
+            off = xp.concat([xp.stack(self.beta[:j - 1]),
+                             xp.zeros((1,), dtype=alpha.dtype, device=dev)])
+            T = T + upper * off[:, None] + xp.matrix_transpose(upper * off[:, None])
+        return {"love_Q": xp.stack(self.basis[:j], axis=1), "love_L": cholesky(T),
+                "love_W": self.apply_W}
+
+
+class _Riding(LinearOperator):
+    """``K_y`` for a solver, each of whose products also carries the next Lanczos column of a
+    :class:`_LanczosSteps`: one kernel pass serves both (the blocked path's products cost the
+    kernel's evaluation, nearly whatever the number of columns)."""
+
+    fresh_products = True
+
+    def __init__(self, A, steps):
+        super().__init__(A.shape, A.dtype, A.device, A.xp)
+        self.A, self.steps = A, steps
+
+    def _matmat(self, X):
+        if self.steps.done:
+            return self.A @ X
+        Y = self.A @ self.xp.concat([X, self.steps.pending()], axis=1)
+        self.steps.advance(Y[:, -1:])
+        return Y[:, :-1]
+
+    def _diagonal(self):
+        return self.A.diagonal()
 
 
 def _love_quad(state, Ks):
@@ -449,8 +604,7 @@ def sample_f(model, Xnew, eps, diag, resid, rtol):
     Xall = xp.concat([model.X, Xnew], axis=0)
     rows = block_rows_for_budget(n + m, opts.memory_budget_mib * _MIB, 8,
                                  copies=_PREDICT_BLOCK_COPIES)
-    joint = AddedDiag(KernelMatrix(model.kernel, Xall, block_size=min(rows, n + m),
-                                   compute_dtype=high), Diagonal(diag))
+    joint = AddedDiag(tiled_kernel_matrix(model, Xall, min(rows, n + m)), Diagonal(diag))
     prior = sqrt_matmul(joint, eps, rtol=rtol, maxiter=opts.maxiter).x
     # K_y (with the preconditioner) exactly as the prediction solve builds it.
     Kop, _ = kernel_operator(model, model.X, opts, False)
