@@ -18,10 +18,16 @@ ICM(RBF(ARD), t, rank), per-output noise variances, a constant mean per output.
   rank), MultitaskGaussianLikelihood(has_global_noise=False: per-task noise only, as gpnum's),
   float64, against one gpnum step (LML + gradient + Adam), the same start.
 
+Threads: the fourth argument (default 2) is the number of BLAS threads of both sides: gpnum's
+hot-path pool (:func:`gpnum.backend.set_blas_threads`; gpnum's default is 1) and torch's
+(``torch.set_num_threads``; torch's default is every core). Compare at equal settings.
+
 Usage (quiet machine, under the exclusive lock):
     flock -x /tmp/cpu.lock python asv_benchmarks/scripts/multioutput_vs_dense.py 2000 10 dense
     flock -x /tmp/cpu.lock /work/scratch-peer/bin/python \
-        asv_benchmarks/scripts/multioutput_vs_dense.py 2000 10 gpytorch
+        asv_benchmarks/scripts/multioutput_vs_dense.py 2000 10 gpytorch 1
+    flock -x /tmp/cpu.lock /work/scratch-peer/bin/python \
+        asv_benchmarks/scripts/multioutput_vs_dense.py 2000 10 gpytorch 2
 """
 
 import sys
@@ -30,7 +36,7 @@ import time
 import numpy as np
 import torch
 
-from gpnum.backend import set_blas_threads
+from gpnum.backend import blas_pool, blas_threads, eigh, set_blas_threads
 from gpnum.kernels import ICM, RBF
 from gpnum.likelihoods import Gaussian
 from gpnum.models import MultiOutputGPR
@@ -39,9 +45,11 @@ from gpnum.optim import Adam
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 t = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 mode = sys.argv[3] if len(sys.argv) > 3 else "dense"
+THREADS = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 RANK, D = 2, 3
-# two BLAS threads for gpnum's hot paths (its default is one), as torch gets below
-set_blas_threads(2)
+# the same number of BLAS threads for gpnum's hot paths (its default is one) and for torch
+set_blas_threads(THREADS)
+torch.set_num_threads(THREADS)
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-2.0, 2.0, (n, D))
@@ -113,7 +121,6 @@ def dense_lml_and_grad(model):
 
 
 def compare_dense():
-    torch.set_num_threads(2)
     model = make_model()
     model.log_marginal_likelihood_and_grad()    # warm-up
     t_kron, (v_kron, g_kron) = best(model.log_marginal_likelihood_and_grad, 3)
@@ -121,7 +128,7 @@ def compare_dense():
     t_dense, (v_dense, g_dense) = best(lambda: dense_lml_and_grad(model), 1)
     err = max(np.linalg.norm(np.asarray(g_kron[k]) - g_dense[k])
               / max(np.linalg.norm(g_dense[k]), 1e-300) for k in g_dense)
-    print(f"n={n} t={t} rank={RANK}: LML+grad kronecker {t_kron:.3f} s, dense Cholesky "
+    print(f"n={n} t={t} rank={RANK} threads={THREADS}: LML+grad kronecker {t_kron:.3f} s, dense Cholesky "
           f"{t_dense:.2f} s, ratio {t_dense / t_kron:.1f}x; |dLML| "
           f"{abs(float(v_kron) - v_dense):.2e} (LML {float(v_kron):.6f}), worst relative "
           f"gradient difference {err:.2e}")
@@ -129,9 +136,7 @@ def compare_dense():
 
 def compare_gpytorch():
     import gpytorch
-    import torch
 
-    torch.set_num_threads(2)
     Xt, Yt = torch.tensor(X), torch.tensor(Y)
 
     class Peer(gpytorch.models.ExactGP):
@@ -181,10 +186,17 @@ def compare_gpytorch():
     t_peer, loss = best(peer_step, 3)
     time.sleep(1.0)
     t_ours, lml = best(our_step, 3)
-    print(f"n={n} t={t} rank={RANK}: one training step gpnum {t_ours:.3f} s, GPyTorch "
+    # the floor of both: one symmetric eigendecomposition of the (n, n) kernel matrix
+    K = np.asarray(model.kernel.kernel(X))
+    with blas_pool("scipy"):
+        t_eigh, _ = best(lambda: eigh(K), 2)
+    t_torch_eigh, _ = best(lambda: torch.linalg.eigh(torch.from_numpy(K)), 2)
+    print(f"n={n} t={t} rank={RANK} threads={THREADS} (gpnum {blas_threads()}, torch "
+          f"{torch.get_num_threads()}): one training step gpnum {t_ours:.3f} s, GPyTorch "
           f"{gpytorch.__version__} (torch {torch.__version__}) {t_peer:.3f} s, ratio "
           f"{t_peer / t_ours:.1f}x; first-step objective per entry: GPyTorch {first[0]:.6f}, "
-          f"gpnum {first[1]:.6f}")
+          f"gpnum {first[1]:.6f}; one (n, n) eigh: gpnum.backend.eigh {t_eigh:.3f} s, "
+          f"torch.linalg.eigh {t_torch_eigh:.3f} s")
 
 
 if mode == "dense":

@@ -16,6 +16,7 @@ from gpnum.backend._convert import (
                                     same_namespace_dtype_device,
                                     to_numpy,
 )
+from gpnum.backend._eigh import eigh, outer_self
 from gpnum.backend._linalg import (
                                     cho_inverse,
                                     cho_solve,
@@ -63,6 +64,7 @@ __all__ = [
     "relative_jitter",
     "default_rng",
     "default_workers",
+    "eigh",
     "device_of",
     "get_namespace",
     "host_device",
@@ -73,6 +75,7 @@ __all__ = [
     "matmul_writer",
     "namespace",
     "namespace_by_name",
+    "outer_self",
     "row_dots",
     "run_in_threads",
     "same_namespace_dtype_device",

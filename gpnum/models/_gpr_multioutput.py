@@ -19,6 +19,8 @@ Sigma^{-1})`` pushed to the ``K_q`` and ``B_q`` by
 - ``"cholesky"`` (an LMC, or missing outputs: NaN entries of ``Y``): one Cholesky
   factorisation of ``Sigma`` restricted to the observed entries, O(N_o^3) for ``N_o``
   observed entries, exact on heterotopic data;
+- ``"cg"`` (the same beyond ``cholesky_limit`` observed entries): BBMM conjugate gradients on
+  ``P Sigma P^T`` with Kronecker products and a mask, never formed (``_multioutput_cg.py``);
 - independent outputs (:class:`~gpnum.kernels.IndependentOutputs`): one Cholesky
   factorisation per output on its observed rows (``_multioutput_independent.py``).
 """
@@ -41,6 +43,8 @@ from gpnum.errors import NotPSDError, ShapeError, check_finite, describe_shape
 from gpnum.kernels import ICM, IndependentOutputs, MultiOutputKernel
 from gpnum.likelihoods import Gaussian
 from gpnum.models._composite import FullBatchGaussianModel
+from gpnum.models._gpr_cg import CGOptions
+from gpnum.models._multioutput_cg import cg_lml, cg_predict_block, cg_prediction_state
 from gpnum.models._multioutput_independent import (
     independent_lml,
     independent_predict,
@@ -73,10 +77,15 @@ class MultiOutputGPR(FullBatchGaussianModel):
         Initial constant prior mean of each output (learned).
     jitter : float
         Fixed value added to every noise variance (default 0).
-    solver : {"auto", "kronecker", "cholesky"}
+    solver : {"auto", "kronecker", "cholesky", "cg"}
         ``"auto"``: the Kronecker path for an ICM with no missing entry, one factorisation per
-        output for independent outputs, else Cholesky on the observed entries (the joint one:
-        ``"cholesky"`` forces it). ``"kronecker"`` raises when that path does not apply.
+        output for independent outputs, else Cholesky on the observed entries when there are
+        at most :attr:`cholesky_limit` of them and conjugate gradients beyond.
+        ``"cholesky"`` and ``"cg"`` force the joint path on the observed entries;
+        ``"kronecker"`` raises when that path does not apply.
+    cg_options : dict or gpnum.models.CGOptions, optional
+        Settings of the conjugate-gradient path (probes, preconditioner rank, tolerances,
+        seed), as for ``GPR(solver="cg")``.
 
     Attributes
     ----------
@@ -104,19 +113,28 @@ class MultiOutputGPR(FullBatchGaussianModel):
     _param_names = ("mean",)
     _positive = ()
     objective_name = "lml"
+    #: Most observed entries ``N_o`` that ``solver="auto"`` factorises (else conjugate
+    #: gradients). The Cholesky gradient holds several (n t, n t) and (N_o, N_o) float64 arrays
+    #: at once (the joint covariance before the mask, its factor, its inverse, the cotangent
+    #: scattered back) and costs O(N_o^3); its memory grows as N_o^2 while CG keeps
+    #: O(n^2 Q + N_o k) (measurements: docs/multioutput.md, "Speed").
+    cholesky_limit = 5000
     _factorisation_hint = ("start from larger noise variances or pass a fixed jitter "
                            "(MultiOutputGPR(..., jitter=...))")
 
-    def __init__(self, kernel, likelihood, X, Y, *, mean=0.0, jitter=None, solver="auto"):
+    def __init__(self, kernel, likelihood, X, Y, *, mean=0.0, jitter=None, solver="auto",
+                 cg_options=None):
         if not isinstance(kernel, MultiOutputKernel):
             raise TypeError(f"kernel: expected a gpnum multi-output kernel (ICM, LMC, "
                             f"IndependentOutputs), got {type(kernel).__name__}")
         if not isinstance(likelihood, Gaussian):
             raise TypeError(f"likelihood: MultiOutputGPR is exact inference: expected "
                             f"gpnum.likelihoods.Gaussian, got {type(likelihood).__name__}")
-        if solver not in ("auto", "kronecker", "cholesky"):
-            raise ValueError(f"solver: expected 'auto', 'kronecker' or 'cholesky', got "
+        if solver not in ("auto", "kronecker", "cholesky", "cg"):
+            raise ValueError(f"solver: expected 'auto', 'kronecker', 'cholesky' or 'cg', got "
                              f"{solver!r}")
+        self.cg_options = CGOptions.coerce(cg_options)
+        self._cg_last = None
         ref = X if is_array(X) else next(iter(kernel.parameters().values()))
         xp = get_namespace(ref)
         dtype = ref.dtype if xp.isdtype(ref.dtype, "real floating") else kernel.dtype
@@ -185,16 +203,43 @@ class MultiOutputGPR(FullBatchGaussianModel):
     def _kronecker_applies(self, mask):
         return isinstance(self.kernel, ICM) and mask["num_missing"] == 0
 
+    def _path(self, mask):
+        """"kronecker", "independent", "cg" or "cholesky" for targets with this mask."""
+        if self.solver in ("auto", "kronecker") and self._kronecker_applies(mask):
+            return "kronecker"
+        if self.solver == "kronecker":
+            raise ValueError("solver='kronecker': these targets have missing entries")
+        if self.uses_independent:
+            return "independent"
+        if self.solver == "cg":
+            return "cg"
+        num_observed = self._X.shape[0] * self.num_outputs - mask["num_missing"]
+        if self.solver == "auto" and num_observed > self.cholesky_limit:
+            return "cg"
+        return "cholesky"
+
     @property
     def uses_kronecker(self) -> bool:
         """Whether the training data go through the Kronecker path (class notes)."""
-        return self.solver != "cholesky" and self._kronecker_applies(self._own_mask)
+        return self._path(self._own_mask) == "kronecker"
+
+    @property
+    def uses_cg(self) -> bool:
+        """Whether the training data go through conjugate gradients (class notes)."""
+        return self._path(self._own_mask) == "cg"
+
+    @property
+    def cg_info(self):
+        """The last CG objective's statistics (iterations, worst relative residual, standard
+        errors of the log-determinant and the LML estimates), or None."""
+        return self._cg_last
 
     @property
     def blas_pool(self) -> str:
-        """NumPy's BLAS pool on the Kronecker path (its eigendecompositions and products are
-        NumPy's), SciPy's on the Cholesky paths (:func:`gpnum.backend.blas_pool`)."""
-        return "numpy" if self.uses_kronecker else "scipy"
+        """The BLAS pool of the training data's path (:func:`gpnum.backend.blas_pool`): NumPy's
+        for conjugate gradients (their products are NumPy's ``@``), SciPy's otherwise (the
+        factorisations, LAPACK ``?syevd`` and ``?potrf``, and large products)."""
+        return "numpy" if self.uses_cg else "scipy"
 
     @property
     def uses_independent(self) -> bool:
@@ -208,14 +253,19 @@ class MultiOutputGPR(FullBatchGaussianModel):
         return self._y
 
     def config(self) -> dict:
-        """``{"jitter": float, "solver": str}``: with :meth:`data`, the kernel, the likelihood
-        and :meth:`parameters` they rebuild the model (:meth:`from_config`)."""
-        return {"jitter": self.jitter, "solver": self.solver}
+        """``{"jitter": float, "solver": str}``, and ``"cg_options"`` (a dict) with
+        ``solver="cg"`` or options other than the defaults: with :meth:`data`, the kernel, the
+        likelihood and :meth:`parameters` they rebuild the model (:meth:`from_config`)."""
+        out = {"jitter": self.jitter, "solver": self.solver}
+        if self.solver == "cg" or self.cg_options != CGOptions():
+            out["cg_options"] = self.cg_options.to_dict()
+        return out
 
     @classmethod
     def from_config(cls, kernel, likelihood, params, config, data):
         return cls(kernel, likelihood, data["X"], data["y"], **cls._own_init_args(params),
-                   jitter=config["jitter"], solver=config.get("solver", "auto"))
+                   jitter=config["jitter"], solver=config.get("solver", "auto"),
+                   cg_options=config.get("cg_options"))
 
     def check_data(self, X, y):
         """Validate and convert training data once (:func:`gpnum.fit` does).
@@ -246,12 +296,13 @@ class MultiOutputGPR(FullBatchGaussianModel):
 
     def _lml(self, X, Y, need_grad):
         mask = self._own_mask if Y is self._y else self._mask(Y)
-        if self.solver != "cholesky" and self._kronecker_applies(mask):
+        path = self._path(mask)
+        if path == "kronecker":
             return self._lml_kronecker(X, Y, need_grad)
-        if self.solver == "kronecker":
-            raise ValueError("solver='kronecker': these targets have missing entries")
-        if self.uses_independent:
+        if path == "independent":
             return independent_lml(self, X, Y, need_grad)
+        if path == "cg":
+            return cg_lml(self, X, Y, mask, need_grad)
         return self._lml_cholesky(X, Y, mask, need_grad)
 
     def _lml_kronecker(self, X, Y, need_grad):
@@ -386,6 +437,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             return {"factors": factors, "A": g["A"], "B": B}
         if self.uses_independent:
             return independent_state(self)
+        if self.uses_cg:
+            return cg_prediction_state(self)
         mask = self._own_mask
         grams = [k(self._X) for k in self.kernel.latent_kernels]
         coregion = self.kernel.coregion_matrices()
@@ -413,6 +466,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             return mean0 + mean, cov
         if "independent" in state:
             return independent_predict(self, Xnew, state, how)
+        if "cg" in state:
+            return cg_predict_block(self, Xnew, state, how)
         coregion = state["coregion"]
         cross = self.kernel.kron_sum([xp.astype(k(Xnew, self._X), high, copy=False)
                           for k in self.kernel.latent_kernels], coregion)       # (m t, n t)
@@ -468,6 +523,9 @@ class MultiOutputGPR(FullBatchGaussianModel):
         else:
             m = Xnew.shape[0]
             step = max(1, self._predict_chunk // self.num_outputs)
+            if "cg" in state:
+                # a chunk's (m t, n t) cross-covariance: at most 2^25 entries (256 MiB)
+                step = max(1, min(step, 2 ** 25 // (self._X.shape[0] * self.num_outputs ** 2)))
             parts = [self._predict_block(Xnew[s:min(s + step, m), :], state, how)
                      for s in range(0, m, step)]
             mean = xp.concat([p[0] for p in parts], axis=0)

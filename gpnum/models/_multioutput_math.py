@@ -18,6 +18,7 @@ Gradient (R&W eq. 5.9 with ``Sigma_bar = 1/2 (a a^T - Sigma^{-1})``, contracted 
 ``dSigma/dK = . kron B``, ``dSigma/dB = K kron .`` and ``dSigma/dD_aa``):
 
     dK = 1/2 A B A^T - 1/2 U_K diag(w_K) U_K^T,              w_K[p] = sum_c l_B[c] / E[p, c]
+       = 1/2 A B A^T - 1/2 w_0 I + 1/2 U_K diag(w_0 - w_K) U_K^T,   w_0 = sum_c l_B[c]
     dB = 1/2 A^T K A - 1/2 D^{-1/2} U_B diag(w_B) U_B^T D^{-1/2}, w_B[c] = sum_p l_K[p] / E[p, c]
     dD_aa = 1/2 sum_i A[i, a]^2 - 1/2 (sum_c U_B[a, c]^2 v[c]) / s_a^2,  v[c] = sum_p 1 / E[p, c]
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import get_namespace
+from gpnum.backend import eigh, get_namespace, matmul, outer_self
 from gpnum.errors import NotPSDError
 from gpnum.kernels import Kernel
 from gpnum.likelihoods import Gaussian
@@ -51,9 +52,10 @@ def kronecker_factors(K, B, noise, rtol=1e-8):
     if not bool(xp.all(noise > 0.0)):
         raise NotPSDError("the noise variances must be > 0 for the Kronecker path")
     s = xp.sqrt(noise)
-    lK, UK = xp.linalg.eigh(0.5 * (K + K.T))
+    # the (n, n) K is symmetric as the kernel forms it; the small B~ is symmetrised
+    lK, UK = eigh(K)
     Bt = B / (s[:, None] * s[None, :])
-    lB, UB = xp.linalg.eigh(0.5 * (Bt + Bt.T))
+    lB, UB = eigh(0.5 * (Bt + Bt.T))
     tol_K = -rtol * float(xp.max(xp.abs(lK)))
     tol_B = -rtol * float(xp.max(xp.abs(lB)))
     if float(xp.min(lK)) < tol_K or float(xp.min(lB)) < tol_B:
@@ -90,24 +92,33 @@ def kronecker_lml(f, R, K, B, need_grad, *, alpha=False):
     xp = get_namespace(R)
     UK, lK, UB, lB, s, E = f["UK"], f["lK"], f["UB"], f["lB"], f["s"], f["E"]
     n, t = R.shape
-    S = UK.T @ ((R / s[None, :]) @ UB)
+    S = matmul(xp.matrix_transpose(UK), (R / s[None, :]) @ UB)
     value = (-0.5 * xp.sum(S * S / E) - 0.5 * xp.sum(xp.log(E))
              - 0.5 * n * xp.sum(xp.log(s * s)) - 0.5 * n * t * _LOG_2PI)
     if not (need_grad or alpha):
         return value, None
-    A = (UK @ ((S / E) @ UB.T)) / s[None, :]
+    A = matmul(UK, (S / E) @ UB.T) / s[None, :]
     if not need_grad:
         return value, {"A": A}
     invE = 1.0 / E
-    w_K = invE @ lB                                                     # (n,)
     w_B = lK @ invE                                                     # (t,)
     v = xp.sum(invE, axis=0)                                            # (t,)
-    AB = A @ B
-    # U_K diag(w_K) U_K^T as V V^T (w_K > 0: l_B >= 0, E >= 1), a symmetric product that
-    # BLAS libraries do in half the flops of a general one
-    V = UK * xp.sqrt(w_K)[None, :]
-    dK = 0.5 * (AB @ A.T) - 0.5 * (V @ V.T)
-    dB = 0.5 * (A.T @ (K @ A)) - 0.5 * (((UB * w_B[None, :]) @ UB.T) / (s[:, None] * s[None, :]))
+    # U_K diag(w_K) U_K^T = w_0 I - U_K diag(d) U_K^T with w_0 = sum(l_B) (the weight of a
+    # zero eigenvalue, as sum_p u_p u_p^T = I) and d_p = w_0 - w_K[p] = l_K[p] sum_c
+    # l_B[c]^2 / E[p, c] >= 0, increasing with l_K. The columns whose d_p is below the
+    # rounding of w_0 (the numerically null directions of a smooth kernel's K, often a
+    # third or more of them) drop out of the (n, n) product.
+    w_0 = xp.sum(lB)
+    d = lK * (invE @ (lB * lB))                                         # (n,), ascending
+    eps = float(xp.finfo(d.dtype).eps)
+    first = n - int(xp.sum(xp.astype(d > eps * w_0, xp.int64)))
+    V = UK[:, first:] * xp.sqrt(0.5 * d[first:])[None, :]
+    # dK = 1/2 A B A^T - 1/2 w_0 I + V V^T in one (n, n) array: V V^T by a symmetric product
+    # (half a general one's multiply-adds), the 1/2 on the thin (n, t) operand
+    dK = outer_self(V, plus=((0.5 * A) @ B, A), shift=-0.5 * float(w_0))
+    KA = matmul(K, A)
+    dB = (0.5 * (xp.matrix_transpose(A) @ KA)
+          - 0.5 * (((UB * w_B[None, :]) @ UB.T) / (s[:, None] * s[None, :])))
     d_noise = 0.5 * xp.sum(A * A, axis=0) - 0.5 * ((UB * UB) @ v) / (s * s)
     return value, {"K": dK, "B": dB, "noise": d_noise, "mean": xp.sum(A, axis=0), "A": A}
 
@@ -142,8 +153,8 @@ def kronecker_predict(f, A, B, Ks, prior, how):
     """
     xp = get_namespace(A, Ks)
     UK, UB, s, E = f["UK"], f["UB"], f["s"], f["E"]
-    mean = Ks @ (A @ B)
-    P = Ks @ UK                                                         # (m, n)
+    mean = matmul(Ks, A @ B)
+    P = matmul(Ks, UK)                                                  # (m, n)
     Q = (B / s[None, :]) @ UB                                           # (t, t)
     invE = 1.0 / E
     m, t = Ks.shape[0], B.shape[0]
@@ -156,7 +167,7 @@ def kronecker_predict(f, A, B, Ks, prior, how):
         return mean, prior[:, None, None] * B[None, :, :] - reduction
     cov = xp.reshape(prior[:, None, :, None] * B[None, :, None, :], (m * t, m * t))
     for c in range(t):
-        Pc = (P * invE[None, :, c]) @ P.T                               # (m, m)
+        Pc = matmul(P * invE[None, :, c], xp.matrix_transpose(P))       # (m, m)
         qq = Q[:, c:c + 1] * Q[None, :, c]                              # (t, t)
         cov = cov - xp.reshape(Pc[:, None, :, None] * qq[None, :, None, :], (m * t, m * t))
     return mean, cov
