@@ -37,11 +37,13 @@ from gpnum.backend._namespace import (
 )
 from gpnum.backend._random import Generator, default_rng
 from gpnum.backend._scatter import scatter_add
+from gpnum.backend._sparse import SparseRows
 from gpnum.backend._threads import blas_threads, set_blas_threads
 
 __all__ = [
     "BACKENDS",
     "Generator",
+    "SparseRows",
     "asarray",
     "backend_name",
     "blas_pool",

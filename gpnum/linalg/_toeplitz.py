@@ -111,6 +111,42 @@ class Toeplitz(LinearOperator):
         Y = xp.reshape(self._crop(Y), (self.shape[0], X.shape[1]))
         return Y if Y.dtype == self.dtype else xp.astype(Y, self.dtype)
 
+    @property
+    def embedding_size(self):
+        """Cells ``M = prod m_l`` of the circulant embedding."""
+        return math.prod(self._embed_shape)
+
+    def embedding_sqrt_matmul(self, E):
+        """``S E`` with ``S S^T = K`` when the circulant embedding ``C`` is positive
+        semi-definite: ``S`` is the rows of ``C^{1/2}`` (symmetric square root, by FFT) at the
+        grid's cells, so that for standard normal ``E`` the columns are exact draws from
+        ``N(0, K)`` in ``O(M log M)`` each (Dietrich & Newsam 1997, "Fast and exact simulation
+        of stationary Gaussian processes through circulant embedding of the covariance matrix").
+
+        Parameters
+        ----------
+        E : array (M, k)
+            ``M = embedding_size``.
+
+        Returns
+        -------
+        out : array (n, k)
+        clipped : 0-d array
+            Negative eigenvalues of ``C`` are set to zero (then ``S S^T = K + P (C_+ - C) P^T``
+            instead of ``K``); their summed magnitude relative to the positive ones'. 0 when
+            the embedding is positive semi-definite.
+        """
+        xp = self.xp
+        lam = self._spectrum
+        root = xp.sqrt(xp.where(lam > 0.0, lam, 0.0))
+        T = xp.reshape(E, self._embed_shape + (E.shape[1],))
+        Y = xp.fft.irfftn(xp.fft.rfftn(T, axes=self._axes) * root[..., None],
+                          s=self._embed_shape, axes=self._axes)
+        out = xp.reshape(self._crop(Y), (self.shape[0], E.shape[1]))
+        out = out if out.dtype == self.dtype else xp.astype(out, self.dtype)
+        negative = xp.sum(xp.where(lam < 0.0, -lam, 0.0))
+        return out, negative / xp.sum(xp.where(lam > 0.0, lam, 0.0))
+
     def _diagonal(self):
         xp = self.xp
         c0 = xp.reshape(self.column, (-1,))[0]

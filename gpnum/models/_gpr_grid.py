@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import blas_pool, cholesky, solve_triangular
-from gpnum.kernels import grid_from_inputs, grid_operator, ski_operator
+from gpnum.kernels import grid_from_inputs, grid_operator
 from gpnum.linalg import (
     Dense,
     Kronecker,
@@ -36,7 +36,7 @@ from gpnum.linalg import (
     block_rows_for_budget,
     pcg,
 )
-from gpnum.models import _gpr_cg
+from gpnum.models import _gpr_cg, _gpr_ski
 
 __all__ = ["default_grid_size", "lml", "predict", "prediction_state"]
 
@@ -70,7 +70,7 @@ def _structure(model, X):
     xp = model.xp
     high = xp.float64
     if model.solver == "ski":
-        return ski_operator(model.kernel, X, model.grid_size, compute_dtype=high), None
+        return _gpr_ski.operator(model, X), None
     grid, cells = _grid(model, X)
     op = grid_operator(model.kernel, grid, compute_dtype=high)
     if X.shape[0] == grid.size and hasattr(op, "kernel_grads"):
@@ -87,6 +87,8 @@ def _shift(model):
 def lml(model, X, y, need_grad):
     """Log marginal likelihood and gradients (module notes): exact on a complete grid with a
     Kronecker kernel matrix, else BBMM on the structured operator."""
+    if model.solver == "ski":
+        return _gpr_ski.lml(model, X, y, need_grad)
     op, exact = _structure(model, X)
     if exact is None:
         return _gpr_cg.lml(model, X, y, need_grad, operator=op)
@@ -116,6 +118,8 @@ def lml(model, X, y, need_grad):
 def prediction_state(model):
     """Mean cache ``alpha = K_y^{-1} r`` and variance cache, once per parameter value: the
     eigendecomposition (exact path) or PCG at ``predict_rtol`` and LOVE (BBMM paths)."""
+    if model.solver == "ski":
+        return _gpr_ski.prediction_state(model)
     key = _gpr_cg._fingerprint(model)
     cached = getattr(model, "_grid_cache", None)
     if cached is not None and cached[0] == key:
@@ -155,9 +159,11 @@ def predict(model, Xnew, state, full_cov):
     """Posterior mean and (co)variance at ``Xnew``: ``c + K_*X alpha`` and
     ``K_** - K_*X K_y^{-1} K_X*``, the latter exact through the eigendecomposition on a
     complete grid, by LOVE otherwise."""
+    if model.solver == "ski":
+        return _gpr_ski.predict(model, Xnew, state, full_cov)
     xp = model.xp
     high = xp.float64
-    on_grid = None if model.solver == "ski" else _cells_of(model, Xnew)
+    on_grid = _cells_of(model, Xnew)
     if on_grid is not None:
         return _predict_on_grid(model, Xnew, on_grid, state, full_cov)
     if "eig" not in state:
