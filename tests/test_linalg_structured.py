@@ -215,6 +215,48 @@ class TestInterpolatedToeplitz(OperatorContract):
         return W @ toeplitz_dense(p["c"]) @ W.T
 
 
+class TestInterpolatedKroneckerToeplitz(OperatorContract):
+    """Cubic weights on a 5 x 4 grid around a Kronecker product of 1-D Toeplitz factors
+    (translation invariant: the shared-stencil diagonal)."""
+
+    grad_paths = {"c1": ("K_UU", "factors", 0, "column"), "c2": ("K_UU", "factors", 1, "column")}
+    _X = TestInterpolatedToeplitz._X
+
+    def _grid(self):
+        return cubic_interpolation_weights(self._X, [0.0, 0.0], [1.0, 1.0], [5, 4])
+
+    def params(self):
+        rng = _rng(55)
+        return {"c1": rng.normal(size=5), "c2": rng.normal(size=4)}
+
+    def build(self, p, conv):
+        idx, w = self._grid()
+        return Interpolated(conv(np.asarray(idx), dtype=None), conv(np.asarray(w)),
+                            Kronecker(Toeplitz(conv(p["c1"])), Toeplitz(conv(p["c2"]))))
+
+    def dense(self, p):
+        idx, w = self._grid()
+        W = _w_dense(np.asarray(idx), np.asarray(w), 20)
+        return W @ np.kron(toeplitz_dense(p["c1"]), toeplitz_dense(p["c2"])) @ W.T
+
+
+def test_toeplitz_embedding_square_root(to_xp, xp, dtype):
+    """``S S^T = K`` for a positive semi-definite embedding (a short RBF on a 9 x 6 grid); a
+    long one's embedding has negative eigenvalues, reported as the clipped share."""
+    lags = np.meshgrid(0.1 * np.arange(9), 0.1 * np.arange(6), indexing="ij")
+    short = np.exp(-0.5 * (lags[0] ** 2 + lags[1] ** 2) / 0.1 ** 2)
+    op = Toeplitz(to_xp(short))
+    S, clipped = op.embedding_sqrt_matmul(
+        to_xp(np.eye(op.embedding_size)))
+    assert tuple(S.shape) == (54, op.embedding_size) and S.dtype == dtype
+    tol = 1e-5 if dtype == xp.float32 else 1e-12
+    np.testing.assert_allclose(to_numpy(S @ S.T), toeplitz_dense(short), atol=tol)
+    assert float(clipped) < tol
+    long = np.exp(-0.5 * (lags[0] ** 2 + lags[1] ** 2) / 0.5 ** 2)
+    _, clipped = Toeplitz(to_xp(long)).embedding_sqrt_matmul(to_xp(np.eye(op.embedding_size)))
+    assert float(clipped) > 1e-3
+
+
 # --- Kronecker plus shift: exact solves, log-determinants and gradients -------------------
 
 def _kron_problem(ls1, var2, conv):
