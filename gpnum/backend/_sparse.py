@@ -42,6 +42,7 @@ class SparseRows:
         self.shape = (int(indices.shape[0]), int(m))
         self._flat = xp.reshape(indices, (-1,))
         self._csr = self._transpose = None
+        self._shifted = {}
         if array_api_compat.is_numpy_namespace(xp):
             import numpy as np
             import scipy.sparse
@@ -73,3 +74,22 @@ class SparseRows:
         n, p = self.indices.shape
         values = xp.reshape(self.weights[:, :, None] * X[:, None, :], (n * p, X.shape[1]))
         return scatter_add(self._flat, values, self.shape[1])
+
+    def rows_are_shifts(self, grid_shape):
+        """Whether every row's columns, read as multi-indices on a grid of ``grid_shape``
+        (row-major), are the first row's shifted by one offset (a stencil, as cubic
+        interpolation's). Computed once per shape."""
+        key = tuple(int(s) for s in grid_shape)
+        if key not in self._shifted:
+            xp = self.xp
+            rest = self.indices
+            same = self.indices.shape[0] > 0
+            for size in reversed(key):
+                if not same:
+                    break
+                digit = rest % size
+                rest = rest // size
+                rel = digit - digit[:, :1]
+                same = not bool(xp.any(rel != rel[:1, :]))
+            self._shifted[key] = same
+        return self._shifted[key]

@@ -171,20 +171,16 @@ class Interpolated(LinearOperator):
 
     def _shared_stencil(self):
         """Whether ``K_UU[idx_ia, idx_ib]`` is the same for every row ``i`` (class notes)."""
-        xp = self.xp
         shape = _translation_invariant_shape(self.K_UU)
-        if shape is None or self.indices.shape[0] == 0:
-            return False
-        rest = self.indices
-        for size in reversed(shape):
-            digit = rest % size
-            rest = rest // size
-            rel = digit - digit[:, :1]
-            if bool(xp.any(rel != rel[:1, :])):
-                return False
-        return True
+        return shape is not None and self.W.rows_are_shifts(shape)
 
     def _diagonal(self):
+        # kept: the operator is immutable, and pivoted Cholesky and the solvers each ask
+        if getattr(self, "_diag", None) is None:
+            self._diag = self._compute_diagonal()
+        return self._diag
+
+    def _compute_diagonal(self):
         xp = self.xp
         n, p = self.indices.shape
         entries = getattr(self.K_UU, "entries", None)
