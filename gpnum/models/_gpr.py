@@ -341,7 +341,9 @@ class GPR(FullBatchGaussianModel):
         - ``solver="ski"`` (new points inside the training inputs' range): samples of the SKI
           GP, the prior draw ``[W; W_*] K_UU^{1/2} z`` by circulant embedding of ``K_UU``
           (O(m log m) a sample), the solve by PCG, the update through the interpolation
-          (gpnum/models/_gpr_ski.py). Elsewhere, and for ``solver="grid"``, the CG path.
+          (gpnum/models/_gpr_ski.py). ``solver="grid"`` (new points on cells of the grid):
+          the prior draw over every cell by circulant embedding, the solve exactly (complete
+          grid, Kronecker) or by PCG on the observed cells. Otherwise the CG path.
 
         Parameters
         ----------
@@ -398,6 +400,8 @@ class GPR(FullBatchGaussianModel):
         draw = None
         if self.solver == "ski" and _gpr_ski.covers(self, X):
             draw = _gpr_ski.sample_f(self, X, eps, diag, resid, rtol, rng)
+        elif _gpr_grid.structured(self) == "grid":
+            draw = _gpr_grid.sample_f(self, X, eps, diag, resid, rtol, rng)
         if draw is not None:
             pass
         elif self.uses_cg or _gpr_grid.structured(self):

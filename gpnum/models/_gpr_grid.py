@@ -271,6 +271,39 @@ def _predict_on_grid(model, Xnew, cells_new, state, full_cov):
     return mean, xp.astype(var, model.dtype, copy=False)
 
 
+@_in_numpy_pool
+def sample_f(model, Xnew, eps, diag, resid, rtol, rng):
+    """Pathwise posterior samples (GPR.sample_f) at ``Xnew`` that are cells of the training
+    grid, in float64 without the constant mean: the prior draw over every cell by circulant
+    embedding (:func:`_gpr_ski.prior_root`), the solve exactly through the eigendecomposition
+    (complete grid, Kronecker) or by PCG on the observed cells at ``rtol``, the update by one
+    structured product. None when a new point is off the grid or the grid's kernel matrix has
+    no structured square root (then the CG path samples)."""
+    xp = model.xp
+    cells_new = _cells_of(model, Xnew)
+    if cells_new is None:
+        return None
+    grid, cells = _grid(model, model.X)
+    n, k = model.X.shape[0], eps.shape[1]
+    u = _gpr_ski.prior_root(model, grid, rng, k)                           # (cells, k)
+    if u is None:
+        return None
+    noise = xp.sqrt(diag)[:, None] * eps
+    rhs = resid[:, None] - (xp.take(u, cells, axis=0) + noise[:n, :])
+    op, exact = _structure(model, model.X)
+    if exact is not None:
+        kron = exact[0]
+        eig = KroneckerShiftedEig(kron, xp.reshape(_shift(model), ()))
+        V = eig.solve(xp.take(rhs, xp.argsort(cells), axis=0))             # grid order
+        update = kron @ V
+    else:
+        A = _gpr_cg.noisy_operator(model, op)
+        M = _gpr_cg._preconditioner(A, model.cg_options)
+        V = pcg(A, rhs, M=M, rtol=rtol, maxiter=model.cg_options.maxiter).x
+        update = op.operator @ op.embed(V)
+    return xp.take(u + update, cells_new, axis=0) + noise[n:, :]
+
+
 def _squared(op):
     """The elementwise square of a grid operator (Toeplitz: the squared column; Kronecker: the
     Kronecker product of the squared factors), or None for other kinds."""

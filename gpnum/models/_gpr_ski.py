@@ -37,7 +37,7 @@ from gpnum.kernels import Grid, grid_operator, ski_interpolation, ski_operator
 from gpnum.linalg import Interpolated, Kronecker, Toeplitz, lanczos, pcg
 from gpnum.models import _gpr_cg
 
-__all__ = ["covers", "lml", "predict", "prediction_state", "sample_f"]
+__all__ = ["covers", "lml", "predict", "prediction_state", "prior_root", "sample_f"]
 
 _in_numpy_pool = blas_pool("numpy")
 #: Accepted negative eigenvalue mass (relative) of the circulant embedding of a prior draw.
@@ -203,32 +203,34 @@ def _padded_grid(grid, factor):
     return Grid(tuple(axes))
 
 
-def _prior_root(model, interp, rng, k):
-    """``K_UU^{1/2} z`` (m, k) for standard normal ``z``, by circulant embedding of the kernel
-    on the grid padded until the embedding's negative eigenvalues are negligible."""
+def prior_root(model, grid, rng, k):
+    """``K_UU^{1/2} z`` (cells, k) for standard normal ``z`` and the kernel's matrix on the
+    grid's cells, by circulant embedding with the grid padded (regular axes) until the
+    embedding's negative eigenvalues are negligible; None when the grid operator has no
+    structured square root."""
     xp = model.xp
     high = xp.float64
-    grid = interp.grid
     sizes = grid.shape
-    for pad in _EMBEDDING_PADS:
+    regular = all(s == 1 or grid.spacing(j) is not None for j, s in enumerate(sizes))
+    pads = _EMBEDDING_PADS if regular else (1,)
+    for pad in pads:
         big = _padded_grid(grid, pad) if pad > 1 else grid
         root = _embedding_root(grid_operator(model.kernel, big, compute_dtype=high))
         if root is None:
             return None
         size, apply = root
         draw, clipped = apply(rng.normal((size, k), dtype=high))
-        if float(clipped) <= _EMBEDDING_CLIP_TOL or pad == _EMBEDDING_PADS[-1]:
+        if float(clipped) <= _EMBEDDING_CLIP_TOL:
             break
     if float(clipped) > _EMBEDDING_CLIP_TOL:
-        warnings.warn(f"GPR(solver='ski').sample_f: the circulant embedding of K_UU keeps "
-                      f"negative eigenvalues of {float(clipped):.2g} of its positive mass on a "
-                      f"grid padded {pad} times; the prior draws' covariance is off by about "
-                      "that much (a lengthscale long against the data's range)",
+        warnings.warn(f"GPR.sample_f: the circulant embedding of the grid's kernel matrix "
+                      f"keeps negative eigenvalues of {float(clipped):.2g} of its positive "
+                      f"mass on a grid padded {pad} times; the prior draws' covariance is off "
+                      "by about that much (a lengthscale long against the grid)",
                       ConvergenceWarning, stacklevel=4)
     if pad == 1:
         return draw
-    big_shape = tuple(s * pad for s in sizes)
-    T = xp.reshape(draw, big_shape + (k,))
+    T = xp.reshape(draw, tuple(s * pad for s in sizes) + (k,))
     T = T[tuple(slice(0, s) for s in sizes) + (slice(None),)]
     return xp.reshape(T, (math.prod(sizes), k))
 
@@ -244,7 +246,7 @@ def sample_f(model, Xnew, eps, diag, resid, rtol, rng):
     high = xp.float64
     n, k = model.X.shape[0], eps.shape[1]
     interp = interpolation(model)
-    u = _prior_root(model, interp, rng, k)                                  # K_UU^{1/2} z
+    u = prior_root(model, interp.grid, rng, k)                              # K_UU^{1/2} z
     if u is None:
         return None
     idx, w = interp.weights_at(Xnew, high)
