@@ -98,14 +98,17 @@ class TestKroneckerOfKernels(OperatorContract):
 # --- Toeplitz ----------------------------------------------------------------------------
 
 class TestToeplitz(OperatorContract):
+    """Products by FFT (forced: small positive columns would take dense factors)."""
+
     grad_paths = {"c": ("column",)}
+    products = "fft"
 
     def params(self):
         return {"c": _rng(42).normal(size=6)}
 
     def build(self, p, conv):
-        op = Toeplitz(conv(p["c"]))
-        assert op.T is op
+        op = Toeplitz(conv(p["c"]), products=self.products)
+        assert op.T is op and op.products == "fft"
         return op
 
     def dense(self, p):
@@ -127,6 +130,53 @@ class TestToeplitzShortAxes(TestToeplitz):
 
     def params(self):
         return {"c": _rng(45).normal(size=(1, 2, 3))}
+
+
+def _separable_column():
+    a = np.exp(-0.5 * (0.3 * np.arange(4)) ** 2)
+    b = np.exp(-0.5 * (0.2 * np.arange(3)) ** 2 / 0.7)
+    return 1.7 * a[:, None] * b[None, :]
+
+
+class TestToeplitzDenseFactors(OperatorContract):
+    """A separable column (RBF with ARD lengthscales on a 4 x 3 grid): products through dense
+    one-dimensional factors; the vjp (FFT) w.r.t. the whole column, perturbed off the
+    separable form by the finite differences."""
+
+    grad_paths = {"c": ("column",)}
+
+    def params(self):
+        return {"c": _separable_column()}
+
+    def build(self, p, conv):
+        op = Toeplitz(conv(p["c"]))
+        if np.array_equal(p["c"], _separable_column()):
+            assert op.products == "dense"
+        return op
+
+    def dense(self, p):
+        return toeplitz_dense(p["c"])
+
+
+class TestToeplitzDenseFactorsOneLevel(TestToeplitzDenseFactors):
+    def params(self):
+        return {"c": np.exp(-0.5 * (0.4 * np.arange(7)) ** 2)}
+
+    def build(self, p, conv):
+        op = Toeplitz(conv(p["c"]))
+        assert op.products == "dense"
+        return op
+
+
+def test_toeplitz_products_choice(to_xp, xp, dtype):
+    """A column that does not separate (or a negative one) keeps the FFT."""
+    c = _separable_column()
+    c[1, 1] *= 1.1
+    assert Toeplitz(to_xp(c)).products == "fft"
+    assert Toeplitz(to_xp(-_separable_column())).products == "fft"
+    assert Toeplitz(to_xp(_separable_column()), products="fft").products == "fft"
+    with pytest.raises(ValueError, match="products: expected 'auto' or 'fft'"):
+        Toeplitz(to_xp(c), products="dense")
 
 
 # --- Masked ------------------------------------------------------------------------------
