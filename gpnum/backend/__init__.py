@@ -6,7 +6,15 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 ``GPNUM_DTYPE`` (``float64`` by default, or ``float32``).
 """
 
-from gpnum.backend._blas import blas_pool, flat_dot, lower_matmul, matmul, matmul_writer, row_dots
+from gpnum.backend._blas import (
+    blas_pool,
+    column_dots,
+    flat_dot,
+    lower_matmul,
+    matmul,
+    matmul_writer,
+    row_dots,
+)
 from gpnum.backend._convert import (
                                     asarray,
                                     device_of,
@@ -50,6 +58,7 @@ __all__ = [
     "blas_threads",
     "cho_inverse",
     "cho_solve",
+    "column_dots",
     "cholesky",
     "cholesky_vjp",
     "cholesky_vjp_inner",
