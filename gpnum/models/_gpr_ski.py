@@ -33,7 +33,13 @@ from gpnum.backend import (
     solve_triangular,
 )
 from gpnum.errors import ConvergenceWarning
-from gpnum.kernels import Grid, grid_operator, ski_interpolation, ski_operator
+from gpnum.kernels import (
+    Grid,
+    SkiInterpolation,
+    grid_operator,
+    ski_interpolation,
+    ski_operator,
+)
 from gpnum.linalg import Interpolated, Kronecker, Toeplitz, lanczos, pcg
 from gpnum.models import _gpr_cg
 
@@ -46,26 +52,46 @@ _EMBEDDING_CLIP_TOL = 1e-8
 _EMBEDDING_PADS = (1, 2, 4, 8)
 
 
-def interpolation(model):
-    """The training inputs' :class:`gpnum.kernels.SkiInterpolation` (float64), built once."""
-    cached = getattr(model, "_ski_interpolation", None)
+def training(model):
+    """``(interp, order)``: the training rows ordered by their interpolation cell
+    (``X[order]``) and their :class:`gpnum.kernels.SkiInterpolation` (float64), built once.
+    In that order the rows of ``W`` that follow one another touch neighbouring grid points, so
+    the products with ``W`` and ``W^T`` read and write memory in nearly sequential order; the
+    log marginal likelihood and the predictions do not depend on the order of the rows."""
+    cached = getattr(model, "_ski_training", None)
     if cached is not None and cached[0] is model.X:
         return cached[1]
-    out = ski_interpolation(model.X, model.grid_size, compute_dtype=model.xp.float64)
-    model._ski_interpolation = (model.X, out)
-    return out
+    xp = model.xp
+    first = ski_interpolation(model.X, model.grid_size, compute_dtype=xp.float64)
+    order = xp.argsort(first.indices[:, 0], stable=True)
+    idx = xp.take(first.indices, order, axis=0)
+    w = xp.take(first.weights, order, axis=0)
+    interp = SkiInterpolation(first.grid, first.lower, first.spacing, first.sizes, idx, w,
+                              SparseRows(idx, w, first.rows.shape[1]))
+    model._ski_training = (model.X, (interp, order))
+    return interp, order
+
+
+def interpolation(model):
+    """The training rows' interpolation (in :func:`training`'s order)."""
+    return training(model)[0]
 
 
 def operator(model, X):
-    """``K_XX ~= W K_UU W^T`` in float64 (the kept interpolation for the training inputs)."""
+    """``K_XX ~= W K_UU W^T`` in float64; for the training inputs in :func:`training`'s order."""
     interp = interpolation(model) if X is model.X else None
     return ski_operator(model.kernel, X, model.grid_size, compute_dtype=model.xp.float64,
                         interpolation=interp)
 
 
 def lml(model, X, y, need_grad):
-    """The BBMM log marginal likelihood and gradients (``solver="cg"``'s) on the SKI operator."""
-    return _gpr_cg.lml(model, X, y, need_grad, operator=operator(model, X))
+    """The BBMM log marginal likelihood and gradients (``solver="cg"``'s) on the SKI operator
+    (the training rows in :func:`training`'s order)."""
+    op = operator(model, X)
+    if X is model.X:
+        order = training(model)[1]
+        X, y = model.xp.take(X, order, axis=0), model.xp.take(y, order, axis=0)
+    return _gpr_cg.lml(model, X, y, need_grad, operator=op)
 
 
 def covers(model, Xnew):
@@ -76,7 +102,8 @@ def covers(model, Xnew):
 @_in_numpy_pool
 def prediction_state(model):
     """``alpha = K_y^{-1} r`` (PCG at ``predict_rtol``), the mean cache ``K_UU W^T alpha`` (m,)
-    and the LOVE caches (module notes), once per parameter value."""
+    and the LOVE caches (module notes), once per parameter value; ``alpha`` and LOVE's basis
+    in :func:`training`'s order of the rows (``state["X"]``)."""
     key = _gpr_cg._fingerprint(model)
     cached = getattr(model, "_ski_cache", None)
     if cached is not None and cached[0] == key:
@@ -85,7 +112,9 @@ def prediction_state(model):
     opts = model.cg_options
     high = xp.float64
     n = model.X.shape[0]
-    resid = xp.astype(model.y, high, copy=False) - xp.astype(model.mean, high, copy=False)
+    order = training(model)[1]
+    resid = xp.astype(xp.take(model.y, order), high, copy=False) - xp.astype(model.mean, high,
+                                                                             copy=False)
     op = operator(model, model.X)
     A = _gpr_cg.noisy_operator(model, op)
     M = _gpr_cg._preconditioner(A, opts)
@@ -96,7 +125,7 @@ def prediction_state(model):
     lz = lanczos(A, resid, min(opts.love_rank, n))
     L_T = cholesky(lz.tridiagonal(), what="LOVE's Lanczos tridiagonal matrix of K_y")
     C = K_UU @ op.interpolate_transpose(lz.basis)                           # (m, k)
-    state = {"alpha": alpha, "K_UU": K_UU,
+    state = {"alpha": alpha, "K_UU": K_UU, "X": xp.take(model.X, order, axis=0),
              "mean_cache": (K_UU @ op.interpolate_transpose(alpha[:, None]))[:, 0],
              "love_R": solve_triangular(L_T, C.T, lower=True).T,              # C L_T^{-T}
              "love_Q": lz.basis, "love_L": L_T, "precond": M}
@@ -143,7 +172,7 @@ def _predict_exact_cross(model, Xnew, state, full_cov):
     means, proj = [], []
     for s in range(0, m, step):
         e = min(m, s + step)
-        Ks = xp.astype(model.kernel(model.X, Xnew[s:e, :]), high, copy=False)     # (n, b)
+        Ks = xp.astype(model.kernel(state["X"], Xnew[s:e, :]), high, copy=False)  # (n, b)
         means.append(Ks.T @ state["alpha"])
         proj.append(solve_triangular(state["love_L"], state["love_Q"].T @ Ks, lower=True))
     mean = means[0] if len(means) == 1 else xp.concat(means)
@@ -245,7 +274,8 @@ def sample_f(model, Xnew, eps, diag, resid, rtol, rng):
     opts = model.cg_options
     high = xp.float64
     n, k = model.X.shape[0], eps.shape[1]
-    interp = interpolation(model)
+    interp, order = training(model)
+    resid = xp.take(resid, order)               # the rows in the interpolation's order
     u = prior_root(model, interp.grid, rng, k)                              # K_UU^{1/2} z
     if u is None:
         return None
