@@ -4,34 +4,13 @@ compressed sparse rows (``scipy.sparse``) on NumPy, a gather and a scatter-add e
 
 from __future__ import annotations
 
-import os
-import threading
-
 import array_api_compat
 
 from gpnum.backend._convert import get_namespace
 from gpnum.backend._scatter import scatter_add
-from gpnum.backend._threads import blas_threads
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = ["SparseRows"]
-
-#: Fewest rows a thread takes in the NumPy products (below, one thread: the hand-off costs more).
-_MIN_ROWS_PER_THREAD = 32768
-_executor = None
-_executor_lock = threading.Lock()
-
-
-def _pool():
-    """One process-wide thread pool for the row blocks (scipy.sparse releases the GIL)."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _executor = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1),
-                                           thread_name_prefix="gpnum-sparse")
-        return _executor
 
 
 class SparseRows:
@@ -50,13 +29,9 @@ class SparseRows:
     weights : array (n, p)
     m : int
         Columns of ``W``.
-    threads : int, optional
-        NumPy: threads of the products, each over a block of rows (``W^T X`` sums the blocks'
-        parts). Default :func:`gpnum.backend.blas_threads` (the number gpnum's hot paths use;
-        1 when unset), each thread taking at least 32,768 rows.
     """
 
-    def __init__(self, indices, weights, m, threads=None):
+    def __init__(self, indices, weights, m):
         xp = get_namespace(indices, weights)
         if indices.ndim != 2 or tuple(weights.shape) != tuple(indices.shape):
             raise ShapeError(f"weights: expected shape {describe_shape(indices.shape)} "
@@ -68,8 +43,6 @@ class SparseRows:
         self._flat = xp.reshape(indices, (-1,))
         self._csr = self._transpose = None
         self._shifted = {}
-        self._threads = threads
-        self._blocks = {}
         if array_api_compat.is_numpy_namespace(xp):
             import numpy as np
             import scipy.sparse
@@ -84,36 +57,10 @@ class SparseRows:
             # reads X in order, faster than gathering X's rows through W^T in row form
             self._transpose = W.T
 
-    def _row_blocks(self):
-        """``[(start, stop, W[start:stop])]`` for the products' threads (one block: None)."""
-        n = self.shape[0]
-        if self._threads is None:
-            t = min(blas_threads() or 1, n // _MIN_ROWS_PER_THREAD)
-        else:
-            t = min(int(self._threads), n)
-        if t <= 1:
-            return None
-        if t not in self._blocks:
-            edges = [round(i * n / t) for i in range(t + 1)]
-            self._blocks[t] = [(a, b, self._csr[a:b]) for a, b in zip(edges[:-1], edges[1:],
-                                                                       strict=True)]
-        return self._blocks[t]
-
-    def _run(self, fn, blocks):
-        """``fn(block)`` for every block, the first in this thread, the others in the pool."""
-        futures = [_pool().submit(fn, blk) for blk in blocks[1:]]
-        return [fn(blocks[0])] + [f.result() for f in futures]
-
     def matmul(self, Y):
         """``W Y`` for ``Y`` (m, k): (n, k)."""
         xp = self.xp
         if self._csr is not None:
-            blocks = self._row_blocks()
-            if blocks is not None:
-                import numpy as np
-
-                parts = self._run(lambda blk: blk[2] @ Y, blocks)
-                return xp.asarray(np.concatenate(parts, axis=0), dtype=Y.dtype)
             return xp.asarray(self._csr @ Y, dtype=Y.dtype)
         n, p = self.indices.shape
         G = xp.reshape(xp.take(Y, self._flat, axis=0), (n, p, Y.shape[1]))
@@ -123,13 +70,6 @@ class SparseRows:
         """``W^T X`` for ``X`` (n, k): (m, k)."""
         xp = self.xp
         if self._transpose is not None:
-            blocks = self._row_blocks()
-            if blocks is not None:
-                parts = self._run(lambda blk: blk[2].T @ X[blk[0]:blk[1]], blocks)
-                out = parts[0]
-                for part in parts[1:]:
-                    out = out + part
-                return xp.asarray(out, dtype=X.dtype)
             return xp.asarray(self._transpose @ X, dtype=X.dtype)
         n, p = self.indices.shape
         values = xp.reshape(self.weights[:, :, None] * X[:, None, :], (n * p, X.shape[1]))
