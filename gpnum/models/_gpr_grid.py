@@ -18,7 +18,8 @@ trace; Pleiss et al. 2018: LOVE variances), products nearly linear in the grid s
 
 ``solver="ski"``: ``K_XX ~= W K_UU W^T`` on a regular grid of ``grid_size`` points per input
 column covering the data (Wilson & Nickisch 2015), cubic interpolation (Keys 1981), the same
-BBMM machinery. The cross-covariances of predictions use the exact kernel.
+BBMM machinery; its objective, predictions and samples live in ``_gpr_ski`` (this module
+dispatches to it).
 """
 
 from __future__ import annotations
