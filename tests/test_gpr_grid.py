@@ -222,17 +222,47 @@ def test_predictions_at_grid_cells(kernel_fn, drop, to_xp, xp, dtype, device):
     np.testing.assert_allclose(host(c1), host(c0), rtol=1e-6, atol=1e-8)
 
 
-def test_sample_f_on_a_grid_matches_the_posterior(to_xp, xp, dtype, device):
-    """Pathwise samples (the CG path's CIQ draw and solve) against the grid model's own
-    posterior: sample means within 5 Monte Carlo standard errors, variances within 10%."""
+def test_sample_f_off_the_grid_matches_the_posterior(to_xp, xp, dtype, device):
+    """Pathwise samples at points off the grid (the CG path's CIQ draw and solve) against the
+    grid model's own posterior: sample means within 5 Monte Carlo standard errors, variances
+    within 10%."""
     if dtype != xp.float64 or xp.__name__ != "array_api_compat.numpy":
         pytest.skip("once")
     X, y = grid_data((5, 4), drop=3)
     _, fast = models(ard_kernel, X, y, to_xp, xp, device, "grid")
-    S = host(fast.sample_f(to_xp(X[:4]), 4000, seed=1))
-    mu, var = (host(a) for a in fast.predict_f(to_xp(X[:4])))
+    Xs = to_xp(X[:4] + 0.05)
+    S = host(fast.sample_f(Xs, 4000, seed=1))
+    mu, var = (host(a) for a in fast.predict_f(Xs))
     assert np.all(np.abs(S.mean(0) - mu) < 5.0 * np.sqrt(var / 4000))
     np.testing.assert_allclose(S.var(0), var, rtol=0.1)
+
+
+@pytest.mark.parametrize("kernel_fn,drop", [(product_kernel, 0), (ard_kernel, 5)],
+                         ids=["kronecker-exact", "toeplitz-cg"])
+def test_sample_f_at_grid_cells_matches_the_dense_posterior(kernel_fn, drop, to_xp, xp, dtype,
+                                                            device):
+    """Samples at cells of the grid (observed and missing: the circulant-embedding prior draw
+    over every cell, the exact or PCG solve) against the dense Cholesky GPR's posterior:
+    means within 5 Monte Carlo standard errors, covariances within 5 standard errors of a
+    covariance entry, sqrt((S_ii S_jj + S_ij^2) / N)."""
+    Xall, _ = grid_data((5, 5), seed=3)
+    X, y = grid_data((5, 5), seed=3, drop=drop)
+    kw = {"cg_options": {**EXACT_CG, "predict_rtol": 1e-10}} if drop else {}
+
+    def build(solver, dt, **extra):
+        lik = Gaussian(variance=0.05, xp=xp, dtype=dt, device=device)
+        return GPR(kernel_fn(xp, dt, device), lik, to_xp(X, dtype=dt), to_xp(y, dtype=dt),
+                   mean=0.2, solver=solver, **extra)
+
+    dense, fast = build("cholesky", xp.float64), build("grid", dtype, **kw)   # data in dtype
+    Xs = Xall[[0, 1, 7, 13]]
+    num = 2000
+    S = host(fast.sample_f(to_xp(Xs), num, seed=2))
+    mean, cov = (host(a) for a in dense.predict_f(to_xp(Xs, dtype=xp.float64), full_cov=True))
+    d = np.diag(cov)
+    assert np.all(np.abs(S.mean(0) - mean) < 5.0 * np.sqrt(d / num))
+    se = np.sqrt((d[:, None] * d[None, :] + cov ** 2) / num)
+    assert np.all(np.abs(np.cov(S.T) - cov) < 5.0 * se)
 
 
 @pytest.mark.parametrize("kernel_fn", [product_kernel, ard_kernel], ids=["kronecker", "toeplitz"])

@@ -11,7 +11,7 @@ from gradcheck import check_grad
 from test_linalg_cases import RBFKernel, rbf_numpy, torch_single_thread  # noqa: F401
 from test_linalg_operators import OperatorContract
 
-from gpnum.backend import scatter_add, to_numpy
+from gpnum.backend import SparseRows, scatter_add, to_numpy
 from gpnum.errors import NotPSDError, ShapeError
 from gpnum.linalg import (
     Dense,
@@ -98,14 +98,17 @@ class TestKroneckerOfKernels(OperatorContract):
 # --- Toeplitz ----------------------------------------------------------------------------
 
 class TestToeplitz(OperatorContract):
+    """Products by FFT (forced: small positive columns would take dense factors)."""
+
     grad_paths = {"c": ("column",)}
+    products = "fft"
 
     def params(self):
         return {"c": _rng(42).normal(size=6)}
 
     def build(self, p, conv):
-        op = Toeplitz(conv(p["c"]))
-        assert op.T is op
+        op = Toeplitz(conv(p["c"]), products=self.products)
+        assert op.T is op and op.products == "fft"
         return op
 
     def dense(self, p):
@@ -127,6 +130,53 @@ class TestToeplitzShortAxes(TestToeplitz):
 
     def params(self):
         return {"c": _rng(45).normal(size=(1, 2, 3))}
+
+
+def _separable_column():
+    a = np.exp(-0.5 * (0.3 * np.arange(4)) ** 2)
+    b = np.exp(-0.5 * (0.2 * np.arange(3)) ** 2 / 0.7)
+    return 1.7 * a[:, None] * b[None, :]
+
+
+class TestToeplitzDenseFactors(OperatorContract):
+    """A separable column (RBF with ARD lengthscales on a 4 x 3 grid): products through dense
+    one-dimensional factors; the vjp (FFT) w.r.t. the whole column, perturbed off the
+    separable form by the finite differences."""
+
+    grad_paths = {"c": ("column",)}
+
+    def params(self):
+        return {"c": _separable_column()}
+
+    def build(self, p, conv):
+        op = Toeplitz(conv(p["c"]))
+        if np.array_equal(p["c"], _separable_column()):
+            assert op.products == "dense"
+        return op
+
+    def dense(self, p):
+        return toeplitz_dense(p["c"])
+
+
+class TestToeplitzDenseFactorsOneLevel(TestToeplitzDenseFactors):
+    def params(self):
+        return {"c": np.exp(-0.5 * (0.4 * np.arange(7)) ** 2)}
+
+    def build(self, p, conv):
+        op = Toeplitz(conv(p["c"]))
+        assert op.products == "dense"
+        return op
+
+
+def test_toeplitz_products_choice(to_xp, xp, dtype):
+    """A column that does not separate (or a negative one) keeps the FFT."""
+    c = _separable_column()
+    c[1, 1] *= 1.1
+    assert Toeplitz(to_xp(c)).products == "fft"
+    assert Toeplitz(to_xp(-_separable_column())).products == "fft"
+    assert Toeplitz(to_xp(_separable_column()), products="fft").products == "fft"
+    with pytest.raises(ValueError, match="products: expected 'auto' or 'fft'"):
+        Toeplitz(to_xp(c), products="dense")
 
 
 # --- Masked ------------------------------------------------------------------------------
@@ -213,6 +263,48 @@ class TestInterpolatedToeplitz(OperatorContract):
         idx, _ = self._grid()
         W = _w_dense(np.asarray(idx), p["w"], 20)
         return W @ toeplitz_dense(p["c"]) @ W.T
+
+
+class TestInterpolatedKroneckerToeplitz(OperatorContract):
+    """Cubic weights on a 5 x 4 grid around a Kronecker product of 1-D Toeplitz factors
+    (translation invariant: the shared-stencil diagonal)."""
+
+    grad_paths = {"c1": ("K_UU", "factors", 0, "column"), "c2": ("K_UU", "factors", 1, "column")}
+    _X = TestInterpolatedToeplitz._X
+
+    def _grid(self):
+        return cubic_interpolation_weights(self._X, [0.0, 0.0], [1.0, 1.0], [5, 4])
+
+    def params(self):
+        rng = _rng(55)
+        return {"c1": rng.normal(size=5), "c2": rng.normal(size=4)}
+
+    def build(self, p, conv):
+        idx, w = self._grid()
+        return Interpolated(conv(np.asarray(idx), dtype=None), conv(np.asarray(w)),
+                            Kronecker(Toeplitz(conv(p["c1"])), Toeplitz(conv(p["c2"]))))
+
+    def dense(self, p):
+        idx, w = self._grid()
+        W = _w_dense(np.asarray(idx), np.asarray(w), 20)
+        return W @ np.kron(toeplitz_dense(p["c1"]), toeplitz_dense(p["c2"])) @ W.T
+
+
+def test_toeplitz_embedding_square_root(to_xp, xp, dtype):
+    """``S S^T = K`` for a positive semi-definite embedding (a short RBF on a 9 x 6 grid); a
+    long one's embedding has negative eigenvalues, reported as the clipped share."""
+    lags = np.meshgrid(0.1 * np.arange(9), 0.1 * np.arange(6), indexing="ij")
+    short = np.exp(-0.5 * (lags[0] ** 2 + lags[1] ** 2) / 0.1 ** 2)
+    op = Toeplitz(to_xp(short))
+    S, clipped = op.embedding_sqrt_matmul(
+        to_xp(np.eye(op.embedding_size)))
+    assert tuple(S.shape) == (54, op.embedding_size) and S.dtype == dtype
+    tol = 1e-5 if dtype == xp.float32 else 1e-12
+    np.testing.assert_allclose(to_numpy(S @ S.T), toeplitz_dense(short), atol=tol)
+    assert float(clipped) < tol
+    long = np.exp(-0.5 * (lags[0] ** 2 + lags[1] ** 2) / 0.5 ** 2)
+    _, clipped = Toeplitz(to_xp(long)).embedding_sqrt_matmul(to_xp(np.eye(op.embedding_size)))
+    assert float(clipped) > 1e-3
 
 
 # --- Kronecker plus shift: exact solves, log-determinants and gradients -------------------
@@ -306,6 +398,22 @@ def test_scatter_add_sums_repeats(to_xp, xp, dtype):
     assert got.dtype == dtype and tuple(got.shape) == (9, 3)
     tol = 1e-5 if dtype == xp.float32 else 1e-12
     np.testing.assert_allclose(to_numpy(got), want, rtol=tol, atol=tol)
+
+
+def test_sparse_rows_products(to_xp, xp, dtype):
+    """``W Y`` and ``W^T X`` with repeated columns in a row against the dense ``W``."""
+    rng = _rng(56)
+    idx = rng.integers(0, 9, size=(50, 4))
+    w = rng.normal(size=(50, 4))
+    Wd = _w_dense(idx, w, 9)
+    Y, X = rng.normal(size=(9, 3)), rng.normal(size=(50, 2))
+    tol = 1e-5 if dtype == xp.float32 else 1e-12
+    W = SparseRows(to_xp(idx, dtype=None), to_xp(w), 9)
+    got = W.matmul(to_xp(Y))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(to_numpy(got), Wd @ Y, rtol=tol, atol=tol)
+    np.testing.assert_allclose(to_numpy(W.rmatmul(to_xp(X))), Wd.T @ X, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(to_numpy(W.indices), idx)      # the inputs stay intact
 
 
 def test_structured_construction_errors(to_xp, xp, dtype):

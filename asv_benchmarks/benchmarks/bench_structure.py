@@ -127,3 +127,54 @@ class SKITrainingStep:
 
     def time_objective_and_grad(self, backend, n, method):
         self.model.objective_and_grad()
+
+
+def _ski_model(xp, n, grid_size=100, precond_rank=15, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    y = np.sin(6.0 * X[:, 0]) * np.cos(4.0 * X[:, 1]) + 0.1 * rng.standard_normal(n)
+    Xa, ya = B.asarray(X, dtype=xp.float64, xp=xp), B.asarray(y, dtype=xp.float64, xp=xp)
+    kern = RBF(lengthscale=[0.2, 0.2], variance=1.0, xp=xp, dtype=xp.float64)
+    lik = Gaussian(variance=0.05, xp=xp, dtype=xp.float64)
+    return GPR(kern, lik, Xa, ya, solver="ski", grid_size=grid_size,
+               cg_options={"precond_rank": precond_rank})
+
+
+class SKIFixedGrid:
+    """objective_and_grad with solver="ski" on n scattered 2-d points and a 100 x 100 grid
+    (the setting of asv_benchmarks/scripts/ski_vs_gpytorch.py: preconditioner rank 15, 10
+    probes, 20 Lanczos iterations): time and peak memory, linear in n."""
+
+    params = (available_backends(), [10000, 100000, 1000000])
+    param_names = ["backend", "n"]
+    timeout = 1800
+
+    def setup(self, backend, n):
+        self.model = _ski_model(B.namespace_by_name(backend), n)
+        self.model.objective_and_grad()          # builds the interpolation, kept by the model
+
+    def time_objective_and_grad(self, backend, n):
+        self.model.objective_and_grad()
+
+    def peakmem_objective_and_grad(self, backend, n):
+        self.model.objective_and_grad()
+
+
+class SKIPredict:
+    """predict_f at 10,000 new points inside the data's range after training on n points
+    (100 x 100 grid): the caches (mean K_UU W^T alpha, LOVE's K_UU W^T Q L_T^-T) are built in
+    setup, so this times O(4^d k) a point, independent of n."""
+
+    params = (available_backends(), [10000, 100000])
+    param_names = ["backend", "n"]
+    timeout = 1800
+
+    def setup(self, backend, n):
+        xp = B.namespace_by_name(backend)
+        self.model = _ski_model(xp, n)
+        rng = np.random.default_rng(1)
+        self.Xs = B.asarray(rng.uniform(0.05, 0.95, (10000, 2)), dtype=xp.float64, xp=xp)
+        self.model.predict_f(self.Xs[:10])
+
+    def time_predict_f(self, backend, n):
+        sync(self.model.predict_f(self.Xs)[1])

@@ -6,7 +6,15 @@ nothing uses :func:`namespace`, chosen by the environment variable ``GPNUM_BACKE
 ``GPNUM_DTYPE`` (``float64`` by default, or ``float32``).
 """
 
-from gpnum.backend._blas import blas_pool, flat_dot, lower_matmul, matmul, matmul_writer, row_dots
+from gpnum.backend._blas import (
+    blas_pool,
+    column_dots,
+    flat_dot,
+    lower_matmul,
+    matmul,
+    matmul_writer,
+    row_dots,
+)
 from gpnum.backend._convert import (
                                     asarray,
                                     device_of,
@@ -44,11 +52,13 @@ from gpnum.backend._parallel import (
 )
 from gpnum.backend._random import Generator, default_rng
 from gpnum.backend._scatter import scatter_add
+from gpnum.backend._sparse import SparseRows
 from gpnum.backend._threads import blas_threads, set_blas_threads
 
 __all__ = [
     "BACKENDS",
     "Generator",
+    "SparseRows",
     "asarray",
     "available_memory",
     "backend_name",
@@ -56,6 +66,7 @@ __all__ = [
     "blas_threads",
     "cho_inverse",
     "cho_solve",
+    "column_dots",
     "cholesky",
     "cholesky_vjp",
     "cholesky_vjp_inner",

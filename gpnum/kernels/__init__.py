@@ -29,7 +29,14 @@ from gpnum.kernels._state_space import (
     state_space_form,
 )
 from gpnum.kernels._stationary import RBF, Matern12, Matern32, Matern52, Stationary
-from gpnum.kernels._structure import Grid, grid_from_inputs, grid_operator, ski_operator
+from gpnum.kernels._structure import (
+    Grid,
+    SkiInterpolation,
+    grid_from_inputs,
+    grid_operator,
+    ski_interpolation,
+    ski_operator,
+)
 
 #: Another name of :class:`Matern12` (the exponential, Ornstein-Uhlenbeck kernel).
 Exponential = Matern12
@@ -42,6 +49,7 @@ __all__ = [
     "Cosine",
     "Exponential",
     "Grid",
+    "SkiInterpolation",
     "ICM",
     "IndependentOutputs",
     "LMC",
@@ -70,6 +78,7 @@ __all__ = [
     "grid_operator",
     "has_state_space_form",
     "register_state_space",
+    "ski_interpolation",
     "ski_operator",
     "state_space_form",
 ]

@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from gpnum.backend import device_of, get_namespace
+from gpnum.backend import SparseRows, device_of, get_namespace
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._linear import Constant
@@ -34,7 +34,8 @@ from gpnum.linalg import (
     cubic_interpolation_weights,
 )
 
-__all__ = ["Grid", "grid_from_inputs", "grid_operator", "ski_grid", "ski_operator"]
+__all__ = ["Grid", "SkiInterpolation", "grid_from_inputs", "grid_operator", "ski_grid",
+           "ski_interpolation", "ski_operator"]
 
 # Relative spread of a grid axis's steps below which the axis counts as regular.
 _REGULAR_RTOL = 1e-6
@@ -337,13 +338,71 @@ class KernelInterpolated(Interpolated):
         return {"kernel": self.K_UU._param_vjp(WtU, WtV)["kernel"]}
 
 
-def ski_operator(kernel, X, grid_size, compute_dtype=None):
+@dataclass(frozen=True)
+class SkiInterpolation:
+    """The interpolation part of SKI for fixed inputs: the grid and ``W`` (which do not depend
+    on the kernel's parameters, so training steps build them once).
+
+    Attributes
+    ----------
+    grid : Grid
+    lower, spacing, sizes : lists of d numbers
+        :func:`ski_grid`'s grid description (for :func:`gpnum.linalg.cubic_interpolation_weights`).
+    indices : integer array (n, 4^d)
+    weights : array (n, 4^d)
+    rows : gpnum.backend.SparseRows
+        ``W`` (n, prod sizes).
+    """
+
+    grid: Grid
+    lower: list
+    spacing: list
+    sizes: list
+    indices: object
+    weights: object
+    rows: object
+
+    def contains(self, X):
+        """Whether every row of ``X`` lies where the grid interpolates it (within two grid
+        points of each edge's inside: the training inputs' range)."""
+        xp = get_namespace(X)
+        for axis, (lo, h, size) in enumerate(zip(self.lower, self.spacing, self.sizes,
+                                                 strict=True)):
+            u = (X[:, axis] - float(lo)) / float(h)
+            slack = 64.0 * float(xp.finfo(X.dtype).eps) * size
+            if bool(xp.any(u < 1.0 - slack)) or bool(xp.any(u > size - 2.0 + slack)):
+                return False
+        return True
+
+    def weights_at(self, X, dtype):
+        """``(indices, weights)`` (b, 4^d) of new points ``X`` (each inside, see
+        :meth:`contains`), the weights in ``dtype``."""
+        xp = get_namespace(X)
+        idx, w = cubic_interpolation_weights(X, self.lower, self.spacing, self.sizes)
+        return idx, xp.astype(w, dtype)
+
+
+def ski_interpolation(X, grid_size, compute_dtype=None):
+    """The grid of :func:`ski_grid` and cubic convolution weights (Keys 1981) of ``X`` on it,
+    the weights in ``compute_dtype`` (default ``X``'s)."""
+    xp = get_namespace(X)
+    compute_dtype = X.dtype if compute_dtype is None else compute_dtype
+    grid, lower, spacing, sizes = ski_grid(X, grid_size)
+    idx, w = cubic_interpolation_weights(X, lower, spacing, sizes)
+    w = xp.astype(w, compute_dtype)
+    return SkiInterpolation(grid, lower, spacing, sizes, idx, w,
+                            SparseRows(idx, w, math.prod(sizes)))
+
+
+def ski_operator(kernel, X, grid_size, compute_dtype=None, interpolation=None):
     """Structured kernel interpolation ``K_XX ~= W K_UU W^T`` (Wilson & Nickisch 2015) with
     cubic convolution weights (Keys 1981) on the grid of :func:`ski_grid` and ``K_UU`` from
-    :func:`grid_operator`. Interpolation error ``O(h^3)`` in the grid spacing ``h``."""
+    :func:`grid_operator`. Interpolation error ``O(h^3)`` in the grid spacing ``h``.
+    ``interpolation``: the :class:`SkiInterpolation` of these ``X`` and ``grid_size`` built
+    beforehand (its weights in ``compute_dtype``)."""
     compute_dtype = kernel.dtype if compute_dtype is None else compute_dtype
-    xp = kernel.xp
-    grid, lower, spacing, sizes = ski_grid(X, grid_size)
-    K_UU = grid_operator(kernel, grid, compute_dtype=compute_dtype)
-    idx, w = cubic_interpolation_weights(X, lower, spacing, sizes)
-    return KernelInterpolated(idx, xp.astype(w, compute_dtype), K_UU)
+    if interpolation is None:
+        interpolation = ski_interpolation(X, grid_size, compute_dtype)
+    K_UU = grid_operator(kernel, interpolation.grid, compute_dtype=compute_dtype)
+    return KernelInterpolated(interpolation.indices, interpolation.weights, K_UU,
+                              rows=interpolation.rows)

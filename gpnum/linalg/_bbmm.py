@@ -26,7 +26,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from gpnum.backend import default_rng
+from gpnum.backend import column_dots, default_rng
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg._lanczos import tridiagonal
 from gpnum.linalg._operators import aslinearoperator
@@ -129,7 +129,7 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
     b_norm = xp.linalg.vector_norm(B2, axis=0)
     safe_b = xp.where(b_norm > 0.0, b_norm, 1.0)
     Z = R if precond is None else precond._matmat(R)
-    rz = xp.sum(R * Z, axis=0)
+    rz = column_dots(R, Z)
     start_norm2 = rz
     P = Z
     live = (b_norm > 0.0)
@@ -141,7 +141,7 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
     num_iter = 0
     while num_iter < maxiter:
         AP = op._matmat(P)
-        pAp = xp.sum(P * AP, axis=0)
+        pAp = column_dots(P, AP)
         if bool(xp.any(live & (pAp <= 0.0))):
             raise NotPSDError(f"pcg_lanczos: p^T A p <= 0 at iteration {num_iter}: A is not "
                               "positive definite (add jitter or raise the noise variance)")
@@ -149,7 +149,7 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
         X = X + a * P
         R = R - a * AP
         Z = R if precond is None else precond._matmat(R)
-        rz_new = xp.sum(R * Z, axis=0)
+        rz_new = column_dots(R, Z)
         if bool(xp.any(live & (rz_new < 0.0))):
             raise NotPSDError("pcg_lanczos: r^T M r < 0: the preconditioner is not positive "
                               "definite")
@@ -161,7 +161,7 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
         steps = steps + xp.astype(live, xp.int64)
         prev_alpha = xp.where(live, a, prev_alpha)
         prev_beta = xp.where(live, b, prev_beta)
-        rel = xp.linalg.vector_norm(R, axis=0) / safe_b
+        rel = xp.sqrt(column_dots(R, R)) / safe_b
         live = live & (rel > eps_freeze)
         # A column frozen now is decoupled from its padding.
         off_list.append(xp.where(live, xp.sqrt(xp.where(live, b, 0.0)) / safe_a, 0.0))

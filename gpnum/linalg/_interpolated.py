@@ -5,9 +5,11 @@ digital image processing"), 4^d nonzeros a row kept as index and value arrays.""
 
 from __future__ import annotations
 
-from gpnum.backend import device_of, get_namespace, is_array, scatter_add
+from gpnum.backend import SparseRows, device_of, get_namespace, is_array, scatter_add
 from gpnum.errors import ShapeError, describe_shape
+from gpnum.linalg._kronecker import Kronecker
 from gpnum.linalg._operators import LinearOperator, aslinearoperator
+from gpnum.linalg._toeplitz import Toeplitz
 
 __all__ = ["Interpolated", "cubic_interpolation_weights", "grid_points"]
 
@@ -77,12 +79,27 @@ def cubic_interpolation_weights(X, lower, spacing, sizes):
     return idx, wts
 
 
+def _translation_invariant_shape(op):
+    """The grid shape over which ``op[a + s, b + s] = op[a, b]`` for every multi-index shift
+    ``s`` that stays on the grid (multi-level Toeplitz, and Kronecker products of such), or
+    None."""
+    if isinstance(op, Toeplitz):
+        return op.grid_shape
+    if isinstance(op, Kronecker) and op.row_sizes == op.col_sizes:
+        shapes = [_translation_invariant_shape(f) for f in op.factors]
+        if all(sh is not None for sh in shapes):
+            return tuple(s for sh in shapes for s in sh)
+    return None
+
+
 class Interpolated(LinearOperator):
     """``W K_UU W^T`` for sparse rows ``W`` (n, m) given by indices and weights.
 
-    Products with ``W`` gather ``p`` rows per point; products with ``W^T`` sum them back by
-    :func:`gpnum.backend.scatter_add`: ``O(n p k)`` each, plus one product with ``K_UU`` (a
-    :class:`gpnum.linalg.Toeplitz` or :class:`gpnum.linalg.Kronecker` on a grid: nearly linear).
+    Products with ``W`` and ``W^T`` cost ``O(n p k)`` for ``k`` columns
+    (:class:`gpnum.backend.SparseRows`: compressed sparse rows on NumPy, a gather and
+    :func:`gpnum.backend.scatter_add` elsewhere), plus one product with ``K_UU`` (a
+    :class:`gpnum.linalg.Toeplitz` or :class:`gpnum.linalg.Kronecker` on a grid: nearly
+    linear).
 
     Parameters
     ----------
@@ -91,16 +108,25 @@ class Interpolated(LinearOperator):
     weights : array (n, p)
         Their values, in ``K_UU``'s dtype.
     K_UU : LinearOperator or array (m, m)
+    rows : gpnum.backend.SparseRows, optional
+        ``W`` built beforehand from these ``indices`` and ``weights`` (kept by callers whose
+        ``W`` outlives ``K_UU``, e.g. across training steps with fixed inputs).
 
     Notes
     -----
     ``param_vjp(U, V)`` keys: ``{"K_UU": K_UU.param_vjp(W^T U, W^T V), "weights": g}`` with
     ``g[i, a] = U[i] . (K_UU W^T V)[idx_ia] + V[i] . (K_UU^T W^T U)[idx_ia]`` (n, p).
+
+    The diagonal ``sum_ab w_ia w_ib K_UU[idx_ia, idx_ib]`` costs ``O(n p^2)``; when ``K_UU`` is
+    translation invariant on its grid (Toeplitz, Kronecker products of Toeplitz factors) and
+    every row's stencil is one shape shifted (cubic interpolation), the ``p x p`` block
+    ``C = K_UU[stencil, stencil]`` is the same for every row and the diagonal is
+    ``rowsum((w C) * w)``, without reading ``n p^2`` entries.
     """
 
     fresh_products = True
 
-    def __init__(self, indices, weights, K_UU):
+    def __init__(self, indices, weights, K_UU, rows=None):
         K_UU = aslinearoperator(K_UU)
         K_UU._require_square("Interpolated K_UU")
         xp = K_UU.xp
@@ -124,20 +150,18 @@ class Interpolated(LinearOperator):
         self.K_UU = K_UU
         self.symmetric = K_UU.symmetric
         self._flat = xp.reshape(indices, (-1,))
+        if rows is not None and (rows.indices is not indices or rows.weights is not weights
+                                 or rows.shape != (n, m)):
+            raise ValueError("rows: expected the SparseRows of these indices and weights")
+        self.W = SparseRows(indices, weights, m) if rows is None else rows
 
     def interpolate(self, Y):
         """``W Y`` for ``Y`` (m, k): (n, k)."""
-        xp = self.xp
-        n, p = self.indices.shape
-        G = xp.reshape(xp.take(Y, self._flat, axis=0), (n, p, Y.shape[1]))
-        return xp.sum(G * self.weights[:, :, None], axis=1)
+        return self.W.matmul(Y)
 
     def interpolate_transpose(self, X):
         """``W^T X`` for ``X`` (n, k): (m, k)."""
-        xp = self.xp
-        n, p = self.indices.shape
-        values = xp.reshape(self.weights[:, :, None] * X[:, None, :], (n * p, X.shape[1]))
-        return scatter_add(self._flat, values, self.K_UU.shape[0])
+        return self.W.rmatmul(X)
 
     def _matmat(self, X):
         return self.interpolate(self.K_UU._matmat(self.interpolate_transpose(X)))
@@ -145,17 +169,48 @@ class Interpolated(LinearOperator):
     def _rmatmat(self, X):
         return self.interpolate(self.K_UU._rmatmat(self.interpolate_transpose(X)))
 
+    def _shared_stencil(self):
+        """Whether ``K_UU[idx_ia, idx_ib]`` is the same for every row ``i`` (class notes)."""
+        shape = _translation_invariant_shape(self.K_UU)
+        return shape is not None and self.W.rows_are_shifts(shape)
+
     def _diagonal(self):
+        # kept: the operator is immutable, and pivoted Cholesky and the solvers each ask
+        if getattr(self, "_diag", None) is None:
+            self._diag = self._compute_diagonal()
+        return self._diag
+
+    def _compute_diagonal(self):
         xp = self.xp
         n, p = self.indices.shape
         entries = getattr(self.K_UU, "entries", None)
         if entries is None:
             return super()._diagonal()
+        if self._shared_stencil():
+            first = self.indices[0, :]
+            rows = xp.reshape(xp.broadcast_to(first[:, None], (p, p)), (-1,))
+            cols = xp.reshape(xp.broadcast_to(first[None, :], (p, p)), (-1,))
+            C = xp.reshape(entries(rows, cols), (p, p))
+            return xp.sum((self.weights @ C) * self.weights, axis=1)
         # sum_{a, b} w_ia w_ib K_UU[idx_ia, idx_ib]
         rows = xp.reshape(xp.broadcast_to(self.indices[:, :, None], (n, p, p)), (-1,))
         cols = xp.reshape(xp.broadcast_to(self.indices[:, None, :], (n, p, p)), (-1,))
         K = xp.reshape(entries(rows, cols), (n, p, p))
         return xp.sum(self.weights[:, :, None] * K * self.weights[:, None, :], axis=(1, 2))
+
+    def columns(self, indices):
+        """``W K_UU (W^T e_j)`` for the chosen rows ``j``: ``W^T e_j`` has the ``p`` weights of
+        row ``j``, so a column costs one ``K_UU`` product and one ``W`` product."""
+        xp = self.xp
+        idx = self._check_indices(indices)
+        r = idx.shape[0]
+        p = self.indices.shape[1]
+        targets = xp.reshape(xp.take(self.indices, idx, axis=0), (-1,))           # (r p,)
+        w = xp.take(self.weights, idx, axis=0)                                    # (r, p)
+        eye = xp.eye(r, dtype=self.dtype, device=self.device)
+        values = xp.reshape(w[:, :, None] * eye[:, None, :], (r * p, r))
+        B = scatter_add(targets, values, self.K_UU.shape[0])                      # W^T E
+        return self.interpolate(self.K_UU._matmat(B))
 
     def to_dense(self):
         xp = self.xp

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from gpnum.backend import get_namespace, is_array
+from gpnum.backend import column_dots, get_namespace, is_array
 from gpnum.errors import ConvergenceWarning, ShapeError, check_finite, describe_shape
 from gpnum.linalg._operators import aslinearoperator
 from gpnum.linalg._solver_result import IterativeResult
@@ -122,7 +122,7 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
     active = r_norm > tol
     bad = xp.zeros((k,), dtype=xp.int32, device=device)      # breakdown code per column
     Z = R if precond is None else precond._matmat(R)
-    rz = xp.sum(R * Z, axis=0)
+    rz = column_dots(R, Z)
     prec_bad = active & (rz <= 0.0)
     bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
     active = active & ~prec_bad
@@ -134,7 +134,7 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
         state = "converged"
     while state == "running" and num_iter < maxiter:
         AP = op._matmat(P)
-        pAp = xp.sum(P * AP, axis=0)
+        pAp = column_dots(P, AP)
         # A breakdown freezes its column: negative curvature or an indefinite preconditioner.
         curv_bad = active & (pAp <= 0.0)
         bad = xp.where(curv_bad, _NEGATIVE_CURVATURE, bad)
@@ -145,12 +145,12 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
         if precond is None:
             # Without a preconditioner r^T z is ||r||^2: one reduction serves both.
             Z = R
-            rz_new = xp.sum(R * R, axis=0)
+            rz_new = column_dots(R, R)
             r_norm = xp.where(active, xp.sqrt(rz_new), r_norm)
         else:
             Z = precond._matmat(R)
-            rz_new = xp.sum(R * Z, axis=0)
-            r_norm = xp.where(active, xp.linalg.vector_norm(R, axis=0), r_norm)
+            rz_new = column_dots(R, Z)
+            r_norm = xp.where(active, xp.sqrt(column_dots(R, R)), r_norm)
         still = active & (r_norm > tol)
         prec_bad = still & (rz_new <= 0.0)
         bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)

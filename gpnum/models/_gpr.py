@@ -28,7 +28,7 @@ from gpnum.backend import (
     solve_triangular,
 )
 from gpnum.errors import NotPSDError, ShapeError, describe_shape
-from gpnum.models import _gpr_cg, _gpr_grid, _gpr_state_space
+from gpnum.models import _gpr_cg, _gpr_grid, _gpr_ski, _gpr_state_space
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._gpr_cg import CGOptions
 
@@ -344,6 +344,12 @@ class GPR(FullBatchGaussianModel):
         - ``solver="state_space"``: the prior draw by the state-space recursion over the
           sorted training and new inputs, the solve by one Kalman smoother pass for all
           samples: O((n + m) J^3 num_samples), exact; ``jitter`` defaults to 0 there.
+        - ``solver="ski"`` (new points inside the training inputs' range): samples of the SKI
+          GP, the prior draw ``[W; W_*] K_UU^{1/2} z`` by circulant embedding of ``K_UU``
+          (O(m log m) a sample), the solve by PCG, the update through the interpolation
+          (gpnum/models/_gpr_ski.py). ``solver="grid"`` (new points on cells of the grid):
+          the prior draw over every cell by circulant embedding, the solve exactly (complete
+          grid, Kronecker) or by PCG on the observed cells. Otherwise the CG path.
 
         Parameters
         ----------
@@ -396,9 +402,16 @@ class GPR(FullBatchGaussianModel):
         if self.uses_state_space:
             return _gpr_state_space.sample_f(self, X, num_samples, seed,
                                              0.0 if jitter_given is None else jitter)
-        if self.uses_cg or _gpr_grid.structured(self):
-            draw = _gpr_cg.sample_f(self, X, eps, diag, resid,
-                                    _gpr_cg.predict_rtol(self) if rtol is None else rtol)
+        rtol = _gpr_cg.predict_rtol(self) if rtol is None else rtol
+        draw = None
+        if self.solver == "ski" and _gpr_ski.covers(self, X):
+            draw = _gpr_ski.sample_f(self, X, eps, diag, resid, rtol, rng)
+        elif _gpr_grid.structured(self) == "grid":
+            draw = _gpr_grid.sample_f(self, X, eps, diag, resid, rtol, rng)
+        if draw is not None:
+            pass
+        elif self.uses_cg or _gpr_grid.structured(self):
+            draw = _gpr_cg.sample_f(self, X, eps, diag, resid, rtol)
         else:
             Xall = xp.concat([self._X, X], axis=0)
             K = xp.astype(self.kernel(Xall), high, copy=False)

@@ -18,7 +18,8 @@ trace; Pleiss et al. 2018: LOVE variances), products nearly linear in the grid s
 
 ``solver="ski"``: ``K_XX ~= W K_UU W^T`` on a regular grid of ``grid_size`` points per input
 column covering the data (Wilson & Nickisch 2015), cubic interpolation (Keys 1981), the same
-BBMM machinery. The cross-covariances of predictions use the exact kernel.
+BBMM machinery; its objective, predictions and samples live in ``_gpr_ski`` (this module
+dispatches to it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import blas_pool, cholesky, solve_triangular
-from gpnum.kernels import grid_from_inputs, grid_operator, ski_operator
+from gpnum.kernels import grid_from_inputs, grid_operator
 from gpnum.linalg import (
     Dense,
     Kronecker,
@@ -36,7 +37,7 @@ from gpnum.linalg import (
     block_rows_for_budget,
     pcg,
 )
-from gpnum.models import _gpr_cg
+from gpnum.models import _gpr_cg, _gpr_ski
 
 __all__ = ["default_grid_size", "lml", "predict", "prediction_state"]
 
@@ -70,7 +71,7 @@ def _structure(model, X):
     xp = model.xp
     high = xp.float64
     if model.solver == "ski":
-        return ski_operator(model.kernel, X, model.grid_size, compute_dtype=high), None
+        return _gpr_ski.operator(model, X), None
     grid, cells = _grid(model, X)
     op = grid_operator(model.kernel, grid, compute_dtype=high)
     if X.shape[0] == grid.size and hasattr(op, "kernel_grads"):
@@ -87,6 +88,8 @@ def _shift(model):
 def lml(model, X, y, need_grad):
     """Log marginal likelihood and gradients (module notes): exact on a complete grid with a
     Kronecker kernel matrix, else BBMM on the structured operator."""
+    if model.solver == "ski":
+        return _gpr_ski.lml(model, X, y, need_grad)
     op, exact = _structure(model, X)
     if exact is None:
         return _gpr_cg.lml(model, X, y, need_grad, operator=op)
@@ -116,6 +119,8 @@ def lml(model, X, y, need_grad):
 def prediction_state(model):
     """Mean cache ``alpha = K_y^{-1} r`` and variance cache, once per parameter value: the
     eigendecomposition (exact path) or PCG at ``predict_rtol`` and LOVE (BBMM paths)."""
+    if model.solver == "ski":
+        return _gpr_ski.prediction_state(model)
     key = _gpr_cg._fingerprint(model)
     cached = getattr(model, "_grid_cache", None)
     if cached is not None and cached[0] == key:
@@ -155,9 +160,11 @@ def predict(model, Xnew, state, full_cov):
     """Posterior mean and (co)variance at ``Xnew``: ``c + K_*X alpha`` and
     ``K_** - K_*X K_y^{-1} K_X*``, the latter exact through the eigendecomposition on a
     complete grid, by LOVE otherwise."""
+    if model.solver == "ski":
+        return _gpr_ski.predict(model, Xnew, state, full_cov)
     xp = model.xp
     high = xp.float64
-    on_grid = None if model.solver == "ski" else _cells_of(model, Xnew)
+    on_grid = _cells_of(model, Xnew)
     if on_grid is not None:
         return _predict_on_grid(model, Xnew, on_grid, state, full_cov)
     if "eig" not in state:
@@ -263,6 +270,39 @@ def _predict_on_grid(model, Xnew, cells_new, state, full_cov):
     quad = quads[0] if len(quads) == 1 else xp.concat(quads)
     var = xp.astype(model.kernel.diag(Xnew), high, copy=False) - quad
     return mean, xp.astype(var, model.dtype, copy=False)
+
+
+@_in_numpy_pool
+def sample_f(model, Xnew, eps, diag, resid, rtol, rng):
+    """Pathwise posterior samples (GPR.sample_f) at ``Xnew`` that are cells of the training
+    grid, in float64 without the constant mean: the prior draw over every cell by circulant
+    embedding (:func:`_gpr_ski.prior_root`), the solve exactly through the eigendecomposition
+    (complete grid, Kronecker) or by PCG on the observed cells at ``rtol``, the update by one
+    structured product. None when a new point is off the grid or the grid's kernel matrix has
+    no structured square root (then the CG path samples)."""
+    xp = model.xp
+    cells_new = _cells_of(model, Xnew)
+    if cells_new is None:
+        return None
+    grid, cells = _grid(model, model.X)
+    n, k = model.X.shape[0], eps.shape[1]
+    u = _gpr_ski.prior_root(model, grid, rng, k)                           # (cells, k)
+    if u is None:
+        return None
+    noise = xp.sqrt(diag)[:, None] * eps
+    rhs = resid[:, None] - (xp.take(u, cells, axis=0) + noise[:n, :])
+    op, exact = _structure(model, model.X)
+    if exact is not None:
+        kron = exact[0]
+        eig = KroneckerShiftedEig(kron, xp.reshape(_shift(model), ()))
+        V = eig.solve(xp.take(rhs, xp.argsort(cells), axis=0))             # grid order
+        update = kron @ V
+    else:
+        A = _gpr_cg.noisy_operator(model, op)
+        M = _gpr_cg._preconditioner(A, model.cg_options)
+        V = pcg(A, rhs, M=M, rtol=rtol, maxiter=model.cg_options.maxiter).x
+        update = op.operator @ op.embed(V)
+    return xp.take(u + update, cells_new, axis=0) + noise[n:, :]
 
 
 def _squared(op):
