@@ -179,3 +179,35 @@ def test_a_cg_fit_that_passes_scipys_test_far_from_stationarity_is_reported():
     p = model.parameters()
     g = max(float(np.max(np.abs(B.to_numpy(grads[k] * p[k])))) for k in model.positive_names())
     assert g / 100 > 1e-3
+
+
+def test_trial_points_silence_numpy_without_touching_the_warning_filters():
+    """NumPy's floating-point warnings at L-BFGS-B's trial points are silenced through NumPy's
+    per-thread error state: the process-wide warning filters are never modified during a fit
+    (fits in parallel threads would race on them), a trial point's overflow raises no warning,
+    and the start keeps NumPy's state as the caller set it."""
+    X, y = _data()
+    model = _gpr(X, y)
+    inner = model.objective_and_grad
+    seen = {"calls": 0, "filters": [], "start_errstate": None}
+
+    def watched(*args, **kwargs):
+        seen["calls"] += 1
+        seen["filters"].append(list(warnings.filters))
+        if seen["calls"] == 1:
+            seen["start_errstate"] = np.geterr()
+        elif seen["calls"] == 2:
+            np.exp(np.full(3, 1e3))  # an overflow at the first trial point
+        return inner(*args, **kwargs)
+
+    model.objective_and_grad = watched
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(over="warn"):
+        warnings.simplefilter("always")
+        outer = list(warnings.filters)
+        lbfgs(model, maxiter=5, warn=False)
+    assert list(warnings.filters) == before
+    assert seen["calls"] > 1
+    assert all(f == outer for f in seen["filters"])
+    assert seen["start_errstate"]["over"] == "warn"
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]

@@ -264,11 +264,12 @@ def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n
                     raise
                 return math.inf, np.zeros_like(x)
             try:
-                with warnings.catch_warnings():
-                    if not first:
-                        # a line search's trial point may be extreme: NumPy's overflow
-                        # warnings there are not the user's concern, the point is scored
-                        warnings.simplefilter("ignore", RuntimeWarning)
+                # A line search's trial point may be extreme: NumPy's floating-point
+                # warnings there are not the user's concern, the point is scored. errstate,
+                # not warnings.catch_warnings: NumPy's error state is per thread (per context
+                # from NumPy 2), the warning filters are process-wide, so fits in parallel
+                # threads would race on them.
+                with np.errstate(**({} if first else {"all": "ignore"})):
                     value, grads = model.objective_and_grad(X, y, validate=False)
             except ValueError:
                 # NotPSDError (a noise variance driven towards 0) or an overflowed kernel
