@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.models._kalman_scan import _combine, associative_scan
+from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_scan
 
 __all__ = ["lml_blocked", "steps_per_block"]
 
@@ -74,18 +74,6 @@ def steps_per_block(n):
     pass 1 and the scans over the ``B`` block elements cost alike), and at least ``n /
     MAX_BLOCKS`` so that one step's arrays (B, J, 2J + 1) stay in a core's cache."""
     return max(1, min(n, max(int(round(math.sqrt(n / 2.0))), -(-n // MAX_BLOCKS))))
-
-
-def _t(M):
-    return get_namespace(M).matrix_transpose(M)
-
-
-def _sym(M):
-    return 0.5 * (M + _t(M))
-
-
-def _outer(u, v):
-    return u[..., :, None] * v[..., None, :]
 
 
 def _mv(M, v):
