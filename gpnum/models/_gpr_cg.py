@@ -409,10 +409,7 @@ def prediction_state(model):
         love = prior - _love_quad(state, Kc)[0]
         check = float(xp.max(xp.abs(love - exact)
                              / (xp.where(exact > 0.0, exact, 0.0) + noise)))
-    model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
-                              "relative_residual": float(xp.max(sol.relative_residual)),
-                              "precond_rank": int(M.lowrank.factor.shape[1]),
-                              "variance_check": check}
+    model._cg_predict_last = solve_record(sol, rtol, M, check)
     if check is not None and check > _VARIANCE_CHECK_WARN:
         warnings.warn(
             f"GPR(solver='cg'): LOVE predictive variances are off by up to {check:.2g} of the "
@@ -423,6 +420,15 @@ def prediction_state(model):
             "solver='cholesky' where n allows", ConvergenceWarning, stacklevel=4)
     model._cg_cache = (key, state)
     return state
+
+
+def solve_record(sol, rtol, M, variance_check=None):
+    """What ``GPR.cg_predict_info`` reports of the prediction solve ``sol`` (a PCG result run
+    to ``rtol`` with the pivoted-Cholesky preconditioner ``M``)."""
+    xp = get_namespace(sol.relative_residual)
+    return {"num_iter": int(sol.num_iter), "rtol": rtol,
+            "relative_residual": float(xp.max(sol.relative_residual)),
+            "precond_rank": int(M.lowrank.factor.shape[1]), "variance_check": variance_check}
 
 
 def _whitener(M):

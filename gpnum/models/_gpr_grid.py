@@ -147,10 +147,7 @@ def prediction_state(model):
             n, opts.memory_budget_mib * _gpr_cg._MIB, 8, copies=_gpr_cg._PREDICT_BLOCK_COPIES)}
         state.update(_gpr_cg._love_cache(A, M, resid, min(opts.love_rank, n)))
         state["precond"] = M
-        model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
-                                  "relative_residual": float(xp.max(sol.relative_residual)),
-                                  "precond_rank": int(M.lowrank.factor.shape[1]),
-                                  "variance_check": None}
+        model._cg_predict_last = _gpr_cg.solve_record(sol, rtol, M)
     model._grid_cache = (key, state)
     return state
 

@@ -129,10 +129,7 @@ def prediction_state(model):
              "mean_cache": (K_UU @ op.interpolate_transpose(alpha[:, None]))[:, 0],
              "love_R": solve_triangular(L_T, C.T, lower=True).T,              # C L_T^{-T}
              "love_Q": lz.basis, "love_L": L_T, "precond": M}
-    model._cg_predict_last = {"num_iter": int(sol.num_iter), "rtol": rtol,
-                              "relative_residual": float(xp.max(sol.relative_residual)),
-                              "precond_rank": int(M.lowrank.factor.shape[1]),
-                              "variance_check": None}
+    model._cg_predict_last = _gpr_cg.solve_record(sol, rtol, M)
     model._ski_cache = (key, state)
     return state
 
