@@ -215,12 +215,7 @@ def row_dots(a, b):
     -------
     array (n,)
     """
-    xp = get_namespace(a, b)
-    if array_api_compat.is_numpy_namespace(xp):
-        import numpy as np
-
-        return np.einsum("ij,ij->i", a, b)
-    return xp.sum(a * b, axis=1)
+    return _matched_dots(a, b, axis=1)
 
 
 def column_dots(a, b):
@@ -234,12 +229,18 @@ def column_dots(a, b):
     -------
     array (k,)
     """
+    return _matched_dots(a, b, axis=0)
+
+
+def _matched_dots(a, b, axis):
+    """``sum(a * b, axis=axis)`` for two (n, k) arrays: NumPy's ``einsum`` (no temporary),
+    elsewhere the elementwise form."""
     xp = get_namespace(a, b)
     if array_api_compat.is_numpy_namespace(xp):
         import numpy as np
 
-        return np.einsum("ij,ij->j", a, b)
-    return xp.sum(a * b, axis=0)
+        return np.einsum("ij,ij->i" if axis == 1 else "ij,ij->j", a, b)
+    return xp.sum(a * b, axis=axis)
 
 
 def lower_matmul(a, b):
