@@ -177,36 +177,27 @@ class Sum(LinearOperator):
         self.symmetric = all(op.symmetric for op in ops)
         self.fresh_products = len(ops) > 1 or ops[0].fresh_products
 
-    def _matmat(self, X):
-        out = self.operators[0]._matmat(X)
+    def _summed(self, part):
+        """``part(op_0) + part(op_1) + ...`` over the summed operators, left to right."""
+        out = part(self.operators[0])
         for op in self.operators[1:]:
-            out = out + op._matmat(X)
+            out = out + part(op)
         return out
+
+    def _matmat(self, X):
+        return self._summed(lambda op: op._matmat(X))
 
     def _rmatmat(self, X):
-        out = self.operators[0]._rmatmat(X)
-        for op in self.operators[1:]:
-            out = out + op._rmatmat(X)
-        return out
-
+        return self._summed(lambda op: op._rmatmat(X))
 
     def _diagonal(self):
-        out = self.operators[0]._diagonal()
-        for op in self.operators[1:]:
-            out = out + op._diagonal()
-        return out
+        return self._summed(lambda op: op._diagonal())
 
     def to_dense(self):
-        out = self.operators[0].to_dense()
-        for op in self.operators[1:]:
-            out = out + op.to_dense()
-        return out
+        return self._summed(lambda op: op.to_dense())
 
     def columns(self, indices):
-        out = self.operators[0].columns(indices)
-        for op in self.operators[1:]:
-            out = out + op.columns(indices)
-        return out
+        return self._summed(lambda op: op.columns(indices))
 
     def _spectrum_floor(self) -> float:
         return sum(op._spectrum_floor() for op in self.operators)
