@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.errors import ShapeError, check_int
-from gpnum.kernels._base import Kernel
+from gpnum.errors import check_int
+from gpnum.kernels._lag import LagKernel
 from gpnum.special import bessel_ive_host
 
 __all__ = ["PeriodicSeries", "series_coefficients"]
@@ -48,7 +48,7 @@ def series_coefficients(lengthscale: float, order: int):
     return c, dc
 
 
-class PeriodicSeries(Kernel):
+class PeriodicSeries(LagKernel):
     """The periodic kernel's cosine series, truncated after ``order`` harmonics (module notes).
 
     ``k(tau) = variance sum_{j=0}^{order} c_j(lengthscale) cos(2 pi j tau / period)``, which
@@ -91,11 +91,6 @@ class PeriodicSeries(Kernel):
     def _repr_extra(self):
         return [f"order={self.order}"]
 
-    def _check_dim(self, d, name):
-        if d != 1:
-            raise ShapeError(f"{name}: PeriodicSeries is a kernel on one input column; got {d} "
-                             "columns (pass active_dims=[j] to pick one)")
-
     def coefficients(self):
         """``(c, dc)``: the weights ``c_0..c_order`` and their lengthscale derivatives
         (Python floats)."""
@@ -106,10 +101,6 @@ class PeriodicSeries(Kernel):
         kernel and the untruncated periodic kernel."""
         c, _ = self.coefficients()
         return float(self.variance) * max(0.0, 1.0 - math.fsum(c))
-
-    def _lags(self, X1, X2):
-        Xb = X1 if X2 is None else X2
-        return X1[:, 0][:, None] - Xb[:, 0][None, :]
 
     def _gram(self, X1, X2):
         xp = get_namespace(X1)
@@ -144,11 +135,7 @@ class PeriodicSeries(Kernel):
         params = {"lengthscale": var * xp.sum(G * dbase), "variance": xp.sum(G * base),
                   "period": var * w0 / self.period * xp.sum(G * slope * tau)}
         W = G * ((-var * w0) * slope)
-        g1 = xp.sum(W, axis=1)[:, None]
-        g2 = -xp.sum(W, axis=0)[:, None]
-        if X2 is None:
-            return params, g1 + g2, None
-        return params, g1, g2
+        return (params, *self._input_grads(W, X2))
 
     def _diag_vjp(self, g, X):
         xp = get_namespace(X)

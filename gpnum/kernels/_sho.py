@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 
 from gpnum.backend import device_of, get_namespace
-from gpnum.errors import ShapeError
-from gpnum.kernels._base import Kernel
+from gpnum.kernels._lag import LagKernel
 
 __all__ = ["SHO", "sho_functions"]
 
@@ -105,7 +104,7 @@ def sho_parameter_derivatives(w0, quality, period):
     return m, dm, dd, dw2
 
 
-class SHO(Kernel):
+class SHO(LagKernel):
     """celerite's stochastic harmonic oscillator kernel on one input (module notes).
 
     ``k(tau) = variance * exp(-w0 |tau| / (2 Q)) (C + w0 / (2 Q) S)``, ``w0 = 2 pi / period``:
@@ -145,15 +144,6 @@ class SHO(Kernel):
         for name in self._param_names:
             self._require_ndim(name, (0,))
 
-    def _check_dim(self, d, name):
-        if d != 1:
-            raise ShapeError(f"{name}: SHO is a kernel on one input column; got {d} columns "
-                             f"(pass active_dims=[j] to pick one)")
-
-    def _lags(self, X1, X2):
-        Xb = X1 if X2 is None else X2
-        return X1[:, 0][:, None] - Xb[:, 0][None, :]
-
     def _gram(self, X1, X2):
         xp = get_namespace(X1)
         t = xp.abs(self._lags(X1, X2))
@@ -184,11 +174,7 @@ class SHO(Kernel):
         # dk/dtau = sign(tau) var [A(t) F]_00 = -sign(tau) var w0^2 e^{mt} S(t)
         slope = (-var * w0 * w0) * ES * xp.sign(tau)
         W = G * slope
-        g1 = xp.sum(W, axis=1)[:, None]
-        g2 = -xp.sum(W, axis=0)[:, None]
-        if X2 is None:
-            return params, g1 + g2, None
-        return params, g1, g2
+        return (params, *self._input_grads(W, X2))
 
     def _diag_vjp(self, g, X):
         xp = get_namespace(X)
