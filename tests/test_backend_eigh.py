@@ -50,3 +50,31 @@ def test_outer_self_against_numpy(to_xp, tol, shape, layout, pool):
     assert c.shape == (n, n)
     np.testing.assert_allclose(c, ref, rtol=0, atol=50 * tol * np.abs(ref).max())
     np.testing.assert_array_equal(c, c.T)
+
+
+@pytest.mark.parametrize("n", [1, 6, 120])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+@pytest.mark.parametrize("kept", ["none", "some", "all"])
+def test_eigh_floor_keeps_the_eigenvectors_above_it(to_xp, tol, n, layout, kept):
+    # a spectrum with a wide gap: the eigenvalues in [1, 3] lie above 1e-6 ||A||_F, those in
+    # [-1e-9, 1e-9] below it, whatever the rounding
+    rng = np.random.default_rng(8)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    large = n if kept == "all" else max(n // 2, 1)
+    lam = np.concatenate([rng.uniform(1.0, 3.0, large), rng.uniform(-1e-9, 1e-9, n - large)])
+    A = (Q * lam) @ Q.T
+    A = 0.5 * (A + A.T)
+    if layout == "strided":
+        big = np.zeros((2 * n, 2 * n))
+        big[::2, ::2] = A
+        A = big[::2, ::2]
+    elif layout == "F":
+        A = np.asfortranarray(A)
+    floor = 2.0 if kept == "none" else 1e-6
+    w, V = B.eigh(to_xp(A), floor=floor)
+    w, V = B.to_numpy(w), B.to_numpy(V)
+    r = 0 if kept == "none" else large
+    assert w.shape == (n,) and V.shape == (n, r)
+    np.testing.assert_allclose(w, np.sort(lam), rtol=0, atol=50 * tol * 3.0)
+    np.testing.assert_allclose(A @ V, V * w[n - r:], rtol=0, atol=50 * tol * 3.0 * n)
+    np.testing.assert_allclose(V.T @ V, np.eye(r), rtol=0, atol=50 * tol * n)

@@ -246,6 +246,80 @@ def test_gradient_shared_noise_variance():
                    np.array(0.3), grads["likelihood.variance"])
 
 
+# ---------------------------------------------------------------- K's null directions
+def _null_case_lml_np(base, p, X, Y):
+    """Dense Cholesky LML of an ICM with an RBF or Matern-1/2 latent kernel (NumPy)."""
+    ell, var = p["kernel.kernel.lengthscale"], p["kernel.kernel.variance"]
+    if base == "rbf":
+        K = rbf_np(X, X, ell, var)
+    else:
+        K = var * np.exp(-np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)) / ell)
+    W = p["kernel.coregion.W"]
+    S = np.kron(K, W @ W.T + np.diag(p["kernel.coregion.kappa"]))
+    S += np.kron(np.eye(X.shape[0]), np.diag(p["likelihood.variance"]))
+    r = (Y - p["mean"][None, :]).reshape(-1)
+    L = np.linalg.cholesky(S)
+    w = np.linalg.solve(L, r)
+    return -0.5 * w @ w - np.log(np.diag(L)).sum() - 0.5 * r.size * np.log(2.0 * np.pi)
+
+
+@pytest.mark.parametrize(("base", "ell"), [("rbf", 3.0), ("matern12", 0.05)])
+def test_kronecker_leaves_out_null_directions_of_k(base, ell, xp, dtype, device):
+    """The LML and gradient use K's eigenvectors above eps ||K||_F only: a smooth kernel, most
+    of whose spectrum lies below that, and a rough one, none of whose does, against the dense
+    Cholesky reference (values; gradients by its finite differences)."""
+    from gpnum.kernels import Matern12
+    from gpnum.models._multioutput_math import kronecker_factors, kronecker_lml
+
+    rng = np.random.default_rng(11)
+    n = 120
+    X = rng.uniform(-1.5, 1.5, (n, 2))
+    Y = np.stack([np.sin(2.0 * X[:, 0]), np.cos(X[:, 1]), X[:, 0] * X[:, 1]], axis=1)
+    Y = Y + 0.3 * rng.standard_normal(Y.shape)
+    p = {"mean": rng.normal(size=T), "likelihood.variance": rng.uniform(0.1, 0.5, T),
+         "kernel.kernel.lengthscale": np.array(ell), "kernel.kernel.variance": np.array(1.3),
+         "kernel.coregion.W": rng.normal(size=(T, 2)),
+         "kernel.coregion.kappa": rng.uniform(0.3, 1.0, T)}
+    arr = {"xp": xp, "dtype": dtype, "device": device}
+    latent = (RBF if base == "rbf" else Matern12)(lengthscale=ell, variance=1.3, **arr)
+    kern = ICM(latent, T, 2, W=B.asarray(p["kernel.coregion.W"], **arr),
+               kappa=B.asarray(p["kernel.coregion.kappa"], **arr))
+    model = MultiOutputGPR(kern, Gaussian(variance=B.asarray(p["likelihood.variance"], **arr),
+                                          **arr),
+                           B.asarray(X, **arr), B.asarray(Y, **arr),
+                           mean=B.asarray(p["mean"], **arr))
+    assert model.uses_kronecker
+    # float64 NumPy: the number of K's eigenvectors kept, and the same algebra with all of them
+    K = np.asarray(latent.__class__(lengthscale=ell, variance=1.3)(X))
+    W = p["kernel.coregion.W"]
+    Bc = W @ W.T + np.diag(p["kernel.coregion.kappa"])
+    noise, R = np.asarray(p["likelihood.variance"]), Y - p["mean"][None, :]
+    sub = kronecker_factors(K, Bc, noise, subset=True)
+    assert (sub["UK"].shape[1] < n // 2) if base == "rbf" else (sub["UK"].shape[1] == n)
+    v_sub, g_sub = kronecker_lml(sub, R, K, Bc, True)
+    v_all, g_all = kronecker_lml(kronecker_factors(K, Bc, noise), R, K, Bc, True)
+    assert abs(v_sub - v_all) <= 1e-12 * abs(v_all)
+    for name in ("K", "B", "noise", "mean"):
+        assert relative_error(g_sub[name], g_all[name]) < 1e-10, name
+
+    ref = _null_case_lml_np(base, p, X, Y)
+    value, grads = model.log_marginal_likelihood_and_grad()
+    rtol = 1e-9 if dtype == xp.float64 else 1e-4
+    assert abs(float(value) - ref) <= rtol * abs(ref)
+    assert abs(float(model.log_marginal_likelihood()) - ref) <= rtol * abs(ref)
+    for name, x0 in p.items():
+        x0 = np.array(x0, dtype=np.float64)
+        g = B.to_numpy(grads[name])
+
+        def f(x, name=name):
+            return _null_case_lml_np(base, {**p, name: x}, X, Y)
+
+        if dtype == xp.float64:
+            check_grad(f, x0, g, name=name)
+        else:
+            assert relative_error(g, numerical_grad(f, x0)) < 1e-3, name
+
+
 # ---------------------------------------------------------------- predictions
 @pytest.mark.parametrize(("kind", "missing", "solver"), CASES, ids=IDS)
 def test_predictions_match_dense_posterior(kind, missing, solver, xp, dtype, device):

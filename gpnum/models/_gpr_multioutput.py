@@ -314,7 +314,8 @@ class MultiOutputGPR(FullBatchGaussianModel):
             grams, coregion, vjp = [self.kernel.kernel(X)], self.kernel.coregion_matrices(), None
         K = xp.astype(grams[0], high, copy=False)
         B = xp.astype(coregion[0], high, copy=False)
-        factors = self._factors(K, B)
+        # the LML and its gradient need K's eigenvectors above its rounding level only
+        factors = self._factors(K, B, subset=True)
         value, g = kronecker_lml(factors, self._residual(Y), K, B, need_grad)
         value = self._scalar(value)
         if not need_grad:
@@ -323,13 +324,13 @@ class MultiOutputGPR(FullBatchGaussianModel):
                      [xp.astype(g["B"], self.dtype, copy=False)])
         return value, self._pack(g["mean"], params, g["noise"])
 
-    def _factors(self, K, B):
+    def _factors(self, K, B, subset=False):
         # K and B are formed in the working dtype: their round-off, not float64's, bounds how
         # far below zero a PSD matrix's computed eigenvalues may fall.
         eps = float(self.xp.finfo(self.dtype).eps)
         rtol = max(1e-8, 10.0 * max(K.shape[0], B.shape[0]) * eps)
         try:
-            return kronecker_factors(K, B, self._noise(), rtol)
+            return kronecker_factors(K, B, self._noise(), rtol, subset=subset)
         except NotPSDError as exc:
             raise self._not_psd("the noise-scaled Kronecker factors", exc) from None
 

@@ -24,6 +24,23 @@ Gradient (R&W eq. 5.9 with ``Sigma_bar = 1/2 (a a^T - Sigma^{-1})``, contracted 
 
 (the traces use ``sum_i U_K[i, p]^2 = 1``). Every function takes the factor matrices, not an
 operator object. All arrays float64.
+
+Null directions of ``K`` (``subset=True`` in :func:`kronecker_factors`): only the ``r``
+eigenpairs of ``K`` with ``l_K > tau = eps ||K||_F`` are computed (``eps`` float64's); the rest
+count as ``l_K = 0``, so ``E = 1`` there and their eigenvectors enter only through the
+projector ``I - U_r U_r^T``: with ``G = (R / s) U_B`` and ``S_r = U_r^T G``,
+
+    r^T Sigma^{-1} r = sum(S_r^2 / E_r) + ||G - U_r S_r||_F^2,   log|Sigma| = sum(log E_r) + ...,
+    A = (U_r (S_r / E_r) + G - U_r S_r) U_B^T / s,   v[c] = sum_p 1 / E_r[p, c] + (n - r),
+
+and ``w_B``, ``d`` (above) sum over the ``r`` only. Setting an eigenvalue ``l <= tau`` to zero
+moves each ``E[p, c]`` by at most ``tau l_B[c]``; ``K`` is known no better than that, since
+each of its entries carries a relative rounding error of about ``eps`` from its formation, and
+by Weyl's inequality its eigenvalues move by up to ``||dK||_2 <= ||dK||_F ~ eps ||K||_F``
+(Golub & Van Loan 2013, Theorem 8.1.5), as does a backward-stable eigensolver's output. The
+change of the log marginal likelihood is at most ``1/2 (n - r) tau sum(l_B)`` (log-determinant)
+plus ``1/2 tau max(l_B) ||R / s||_F^2`` (quadratic form), that of ``dK`` at most
+``(n - r) tau``-sized in trace: the same order as the full decomposition's own rounding.
 """
 
 from __future__ import annotations
@@ -40,20 +57,26 @@ __all__ = ["check_latent_kernels", "gaussian_log_density", "kronecker_factors", 
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def kronecker_factors(K, B, noise, rtol=1e-8):
+def kronecker_factors(K, B, noise, rtol=1e-8, *, subset=False):
     """Eigendecompositions of ``K`` (n, n) and ``D^{-1/2} B D^{-1/2}`` (t, t), ``D = diag(noise)``.
 
-    Returns ``{"UK", "lK", "UB", "lB", "s", "E"}`` (``s = sqrt(noise)``, ``E`` (n, t) as in the
-    module notes). Eigenvalues of the PSD ``K`` and ``B~`` that round-off leaves below zero are
-    set to zero (they are zero in exact arithmetic; the noise keeps ``E >= 1``); one below
-    ``-rtol`` times the largest raises :class:`gpnum.NotPSDError` (an indefinite matrix).
+    Returns ``{"UK", "lK", "UB", "lB", "s", "E"}`` (``s = sqrt(noise)``, ``E`` (r, t) as in the
+    module notes, ``UK`` (n, r), ``lK`` (r,)). Eigenvalues of the PSD ``K`` and ``B~`` that
+    round-off leaves below zero are set to zero (they are zero in exact arithmetic; the noise
+    keeps ``E >= 1``); one below ``-rtol`` times the largest raises :class:`gpnum.NotPSDError`
+    (an indefinite matrix). ``subset``: only the eigenpairs of ``K`` above ``eps ||K||_F``
+    (``r <= n``; see the module notes), else all (``r = n``). ``K`` must be exactly symmetric
+    (the kernel forms it so; LAPACK reads one triangle); the small ``B~`` is symmetrised.
     """
     xp = get_namespace(K, B, noise)
     if not bool(xp.all(noise > 0.0)):
         raise NotPSDError("the noise variances must be > 0 for the Kronecker path")
     s = xp.sqrt(noise)
-    # the (n, n) K is symmetric as the kernel forms it; the small B~ is symmetrised
-    lK, UK = eigh(K)
+    n = K.shape[0]
+    if subset:
+        lK, UK = eigh(K, floor=float(xp.finfo(xp.float64).eps))
+    else:
+        lK, UK = eigh(K)
     Bt = B / (s[:, None] * s[None, :])
     lB, UB = eigh(0.5 * (Bt + Bt.T))
     tol_K = -rtol * float(xp.max(xp.abs(lK)))
@@ -61,7 +84,7 @@ def kronecker_factors(K, B, noise, rtol=1e-8):
     if float(xp.min(lK)) < tol_K or float(xp.min(lB)) < tol_B:
         raise NotPSDError(f"an indefinite kernel or coregionalisation matrix (smallest "
                           f"eigenvalues {float(xp.min(lK)):.3g}, {float(xp.min(lB)):.3g})")
-    lK = xp.clip(lK, min=0.0)
+    lK = xp.clip(lK[n - UK.shape[1]:], min=0.0)
     lB = xp.clip(lB, min=0.0)
     E = lK[:, None] * lB[None, :] + 1.0
     return {"UK": UK, "lK": lK, "UB": UB, "lB": lB, "s": s, "E": E}
@@ -92,26 +115,37 @@ def kronecker_lml(f, R, K, B, need_grad, *, alpha=False):
     xp = get_namespace(R)
     UK, lK, UB, lB, s, E = f["UK"], f["lK"], f["UB"], f["lB"], f["s"], f["E"]
     n, t = R.shape
-    S = matmul(xp.matrix_transpose(UK), (R / s[None, :]) @ UB)
-    value = (-0.5 * xp.sum(S * S / E) - 0.5 * xp.sum(xp.log(E))
+    r = UK.shape[1]
+    G = (R / s[None, :]) @ UB                                           # (n, t)
+    S = matmul(xp.matrix_transpose(UK), G)                              # (r, t)
+    quad = xp.sum(S * S / E)
+    G_null = None
+    if r < n:
+        # G's part in the span of the eigenvectors left out (E = 1 there), by the projector
+        G_null = G - matmul(UK, S)
+        quad = quad + xp.sum(G_null * G_null)
+    value = (-0.5 * quad - 0.5 * xp.sum(xp.log(E))
              - 0.5 * n * xp.sum(xp.log(s * s)) - 0.5 * n * t * _LOG_2PI)
     if not (need_grad or alpha):
         return value, None
-    A = matmul(UK, (S / E) @ UB.T) / s[None, :]
+    AU = matmul(UK, S / E)
+    if G_null is not None:
+        AU = AU + G_null
+    A = (AU @ UB.T) / s[None, :]
     if not need_grad:
         return value, {"A": A}
     invE = 1.0 / E
     w_B = lK @ invE                                                     # (t,)
-    v = xp.sum(invE, axis=0)                                            # (t,)
+    v = xp.sum(invE, axis=0) + float(n - r)                            # (t,)
     # U_K diag(w_K) U_K^T = w_0 I - U_K diag(d) U_K^T with w_0 = sum(l_B) (the weight of a
     # zero eigenvalue, as sum_p u_p u_p^T = I) and d_p = w_0 - w_K[p] = l_K[p] sum_c
     # l_B[c]^2 / E[p, c] >= 0, increasing with l_K. The columns whose d_p is below the
     # rounding of w_0 (the numerically null directions of a smooth kernel's K, often a
     # third or more of them) drop out of the (n, n) product.
     w_0 = xp.sum(lB)
-    d = lK * (invE @ (lB * lB))                                         # (n,), ascending
+    d = lK * (invE @ (lB * lB))                                         # (r,), ascending
     eps = float(xp.finfo(d.dtype).eps)
-    first = n - int(xp.sum(xp.astype(d > eps * w_0, xp.int64)))
+    first = r - int(xp.sum(xp.astype(d > eps * w_0, xp.int64)))
     V = UK[:, first:] * xp.sqrt(0.5 * d[first:])[None, :]
     # dK = 1/2 A B A^T - 1/2 w_0 I + V V^T in one (n, n) array: V V^T by a symmetric product
     # (half a general one's multiply-adds), the 1/2 on the thin (n, t) operand
@@ -129,7 +163,8 @@ def kronecker_predict(f, A, B, Ks, prior, how):
     Parameters
     ----------
     f : dict
-        :func:`kronecker_factors` of the training ``K`` and ``B``.
+        :func:`kronecker_factors` of the training ``K`` and ``B``, all eigenpairs
+        (``subset=False``).
     A : array (n, t)
         ``Sigma^{-1} r`` as an array.
     B : array (t, t)
