@@ -1,7 +1,10 @@
 """One symmetric eigendecomposition of an (n, n) RBF kernel matrix (3-d inputs, lengthscale 1)
 by each LAPACK driver SciPy offers, NumPy's eigh, gpnum.backend.eigh and (if installed) torch's,
 with the same number of BLAS threads for all (threadpoolctl; torch.set_num_threads): the floor
-of MultiOutputGPR's Kronecker path (docs/multioutput.md, "Speed"). Best of three.
+of MultiOutputGPR's Kronecker path (docs/multioutput.md, "Speed"). Best of three. Also the
+subsets that path needs, the eigenvectors of the eigenvalues above eps ||K||_F: gpnum's
+(``eigh(K, floor=eps)``: ?sytrd, ?stevd, ?ormqr on those columns) and SciPy's ?syevr with
+that value range (``subset_by_value``; one run, it is slow).
 
 Usage (under the exclusive lock): flock -x /tmp/cpu.lock python eigh_drivers.py 2000 1
 """
@@ -39,8 +42,16 @@ with threadpool_limits(threads):
                      best(lambda driver=driver: scipy.linalg.eigh(K, driver=driver,
                                                                    check_finite=False))))
     set_blas_threads(threads)
+    eps = float(np.finfo(np.float64).eps)
     with blas_pool("scipy"):
         rows.append(("gpnum.backend.eigh", best(lambda: eigh(K))))
+        r = eigh(K, floor=eps)[1].shape[1]
+        rows.append((f"gpnum.backend.eigh(floor=eps): {r} vectors",
+                     best(lambda: eigh(K, floor=eps))))
+    above = eps * float(np.linalg.norm(K))
+    rows.append((f"scipy evr subset_by_value: {r} vectors",
+                 best(lambda: scipy.linalg.eigh(K, driver="evr", check_finite=False,
+                                                subset_by_value=(above, np.inf)), 1)))
     try:
         import torch
 

@@ -111,10 +111,13 @@ def _eigh_subset_lapack(A, floor):
     U = buf[:n * r].reshape((n, r), order="F")
     U[...] = Z[:, first:]
     rows = buf[1:].reshape((n, r), order="F")
-    _, work, info = ormqr("L", "N", reflectors, tau, rows, -1)
-    out, work, info = ormqr("L", "N", reflectors, tau, rows, int(work[0]), overwrite_c=1)
-    if info != 0 or not np.shares_memory(out, U):
+    # ?ormqr's optimal workspace, r NB + 65 x 64 (NB <= 64), without a query (which would
+    # copy rows)
+    out, _, info = ormqr("L", "N", reflectors, tau, rows, 64 * r + 65 * 64, overwrite_c=1)
+    if info != 0:
         raise LinAlgError(f"?ormqr failed (info {info})")
+    if not np.shares_memory(out, U):  # SciPy worked on a copy
+        U[1:, :] = out[:n - 1, :]
     return w, U
 
 
