@@ -17,8 +17,8 @@ chain the model's own gradients (:mod:`gpnum.params`).
 A prior whose density is zero at 0 (:class:`Gamma` with shape > 1, any :class:`InverseGamma`)
 keeps a variance off the boundary where type-II maximum likelihood can put it: the "boundary-avoiding" priors of Chung, Rabe-Hesketh, Dorie,
 Gelman & Liu (2013), "A nondegenerate penalized likelihood estimator for variance parameters
-in multilevel models", Psychometrika 78(4), section 3 (a Gamma(2, rate) density on a standard
-deviation there).
+in multilevel models", Psychometrika 78(4), 685-709 (who put a Gamma(2, rate) density on a
+standard deviation).
 """
 
 from __future__ import annotations
