@@ -320,7 +320,7 @@ def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     reset : array (n,) of bool, optional
         Steps that restart from the prior (``A = 0``), as the first always does: the first
         step of every series when several independent series are concatenated
-        (:mod:`gpnum.models._state_space_series`); their ``dt`` must be finite (0).
+        (:mod:`gpnum.models._state_space_series`); their ``dt`` (>= 0) is ignored.
 
     Returns
     -------

@@ -161,6 +161,7 @@ def locate(t, labels, tnew, labels_new, xp):
         The point ``idx + 1`` belongs to the same series.
     """
     n = t.shape[0]
+    labels_new = xp.asarray(labels_new, copy=True)  # a column of X: contiguous for the search
     lo = xp.astype(xp.searchsorted(labels, labels_new, side="left"), xp.int64)
     hi = xp.astype(xp.searchsorted(labels, labels_new, side="right"), xp.int64)
     # binary search for the first point of the series after the new time, in [lo, hi]
