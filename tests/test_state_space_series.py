@@ -397,3 +397,24 @@ def test_checkpoint_round_trip_and_cg(tmp_path):
              solver="cg", cg_options={"predict_rtol": 1e-10})
     Xs = _new_points(X)
     assert _rel(cg.predict_f(Xs)[0], dense.predict_f(Xs)[0]) < 1e-6
+
+
+def test_gpregressor_fits_several_series_like_the_dense_path():
+    pytest.importorskip("sklearn")
+    import warnings
+
+    from gpnum.errors import ConvergenceWarning
+    from gpnum.sklearn import GPRegressor
+
+    X, y = _data(sizes=(30, 12, 1), seed=6)
+    fitted = []
+    for solver in ("state_space", "cholesky"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fitted.append(GPRegressor(_kernel("matern32_plus_sho"), alpha=NOISE, solver=solver,
+                                      maxiter=8).fit(X, y))
+    ss, dense = fitted
+    assert abs(ss.log_marginal_likelihood_value_ - dense.log_marginal_likelihood_value_) <= \
+        1e-7 * abs(dense.log_marginal_likelihood_value_)
+    Xs = _new_points(X)
+    assert _rel(ss.predict(Xs), dense.predict(Xs)) < 1e-6
