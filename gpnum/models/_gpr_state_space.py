@@ -66,9 +66,9 @@ def _steps(xp, t):
 
 
 def _sequence(model, X, y):
-    """:func:`_sorted`, and the first point of every series (n,) bool, or None for one
-    series; several series are sorted by (label, time) (stably) and ``X``'s labels in that
-    order are the last value (None for one series)."""
+    """``(t, order, resid, reset, labels)``: :func:`_sorted`'s three, then for several
+    series (sorted by (label, time), stably) the first point of every series (n,) bool and
+    the labels in that order (n,); None and None for one series."""
     col = series.label_column(model.kernel)
     if col is None:
         return (*_sorted(model, X, y), None, None)

@@ -106,11 +106,11 @@ def check(kernel, X):
 
 def applies(kernel, X) -> bool:
     """Whether ``solver="state_space"`` can run ``kernel`` on ``X`` (``solver="auto"``)."""
-    col = label_column(kernel)
-    if col is None:
+    parts = split(kernel)
+    if parts is None:
         return X.shape[1] == 1 and has_state_space_form(kernel)
-    return (0 < col < X.shape[1] and _on_time_column(split(kernel)[1])
-            and has_state_space_form(split(kernel)[1]))
+    _, time, col = parts
+    return 0 < col < X.shape[1] and _on_time_column(time) and has_state_space_form(time)
 
 
 def form(kernel) -> StateSpaceForm:
