@@ -12,6 +12,7 @@ from gpnum import (
     likelihoods,
     linalg,
     optim,
+    priors,
 )
 from gpnum.checkpoint import load, save
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
@@ -35,4 +36,4 @@ __all__ = ["BackendError", "ConvergenceWarning", "GPR", "GVI", "NotPSDError", "S
            "ShapeError",
            "backend",
            "ciq", "datasets", "distributed", "divergences", "fit", "hmm", "inducing", "kernels", "likelihoods", "linalg",
-           "load", "optim", "save", "__version__"]
+           "load", "optim", "priors", "save", "__version__"]

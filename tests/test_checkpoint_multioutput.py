@@ -130,7 +130,8 @@ def test_fitted_exact_models_round_trip(tmp_path):
     _assert_round_trip(oilmm, tmp_path / "fitted-oilmm.npz", np, "cpu")
 
 
-def test_lmcsvgp_resumed_run_equals_an_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adam", "ngd"])
+def test_lmcsvgp_resumed_run_equals_an_uninterrupted_one(tmp_path, optimizer):
     X, Y = _data(True)
     Xp, y = stack_outputs(X, Y)
 
@@ -138,7 +139,7 @@ def test_lmcsvgp_resumed_run_equals_an_uninterrupted_one(tmp_path):
         return LMCSVGP([RBF(), Matern32(lengthscale=0.6)], Gaussian(variance=np.full(T, 0.1)),
                        X[:5].copy(), num_outputs=T, num_data=Xp.shape[0])
 
-    opts = dict(optimizer="adam", batch_size=8, lr=0.05, progress=False, seed=7,
+    opts = dict(optimizer=optimizer, batch_size=8, lr=0.05, progress=False, seed=7,
                 lr_schedule=None)
     whole = fresh()
     gpnum.fit(whole, Xp, y, epochs=4, **opts)

@@ -6,7 +6,9 @@ table, which its own column "must not know about" implies: ``params`` uses ``bac
 converts values to arrays), so it sits just below it; ``datasets`` and ``inducing`` know nothing
 of models, and ``hmm`` and the CLI use them, so they sit above the models. The command lines
 are one package, ``gpnum/cli/`` (its argparse types included), at the bottom. ``special``
-(``gpnum/special.py``, shared by likelihoods, models and hmm) knows only ``backend``.
+(``gpnum/special.py``, shared by likelihoods, models and hmm) knows only ``backend``; so do
+``priors`` (``gpnum/priors.py``, hyper-parameter densities that the optimisers add to an
+objective).
 
 Two more rules of the layout are checked here: no module imports another package's private
 module or name (``from gpnum.x._y import`` outside ``gpnum/x``), and no library module is
@@ -20,7 +22,7 @@ import sys
 
 import gpnum
 
-ORDER = [("errors",), ("backend",), ("params",), ("special",), ("datasets",), ("linalg",), ("ciq",),
+ORDER = [("errors",), ("backend",), ("params",), ("priors",), ("special",), ("datasets",), ("linalg",), ("ciq",),
          ("divergences",), ("kernels",), ("inducing",), ("likelihoods",), ("models", "variational"),
          ("hmm",), ("optim",), ("checkpoint",), ("distributed",), ("sklearn",), ("cli", "__main__")]
 LAYER = {name: i for i, names in enumerate(ORDER) for name in names}

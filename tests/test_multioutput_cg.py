@@ -26,12 +26,26 @@ def _cg_model(kind, p, X, Y, xp, dtype, device, opts=EXACT):
     return make_model(kind, p, X, Y, xp, dtype, device, solver="cg", cg_options=opts)
 
 
+# a memory limit no n x n array fits in: the latent grams become blocked KernelMatrix products
+BLOCKED = {**EXACT, "dense_limit_mib": 1e-6}
+
+
+def _assert_blocked(model, blocked):
+    from gpnum.linalg import KernelMatrix
+    from gpnum.models._multioutput_cg import _factors
+
+    grams = _factors(model, model._X, True)[0]
+    assert all(isinstance(K, KernelMatrix) == blocked for K in grams)
+
+
+@pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("kind", ["icm", "lmc"])
-def test_cg_lml_and_gradient_match_dense_cholesky(kind, xp, device):
+def test_cg_lml_and_gradient_match_dense_cholesky(kind, blocked, xp, device):
     X, Y, _, rng = data(n=40, missing=0.3)
     p = start(kind, rng)
-    model = _cg_model(kind, p, X, Y, xp, xp.float64, device)
+    model = _cg_model(kind, p, X, Y, xp, xp.float64, device, BLOCKED if blocked else EXACT)
     assert model.uses_cg and not model.uses_kronecker
+    _assert_blocked(model, blocked)
     value, grads = model.log_marginal_likelihood_and_grad()
     ref = lml_np(kind, p, X, Y)
     assert abs(float(value) - ref) <= 1e-9 * abs(ref)
@@ -118,11 +132,13 @@ def test_cg_float32_smoke(xp, device):
     assert mean.dtype == xp.float32 and tuple(var.shape) == (5, T)
 
 
+@pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("kind", ["icm", "lmc"])
-def test_cg_predictions_match_dense_posterior(kind, xp, device):
+def test_cg_predictions_match_dense_posterior(kind, blocked, xp, device):
     X, Y, Xs, rng = data(n=40, missing=0.3)
     p = start(kind, rng)
-    model = _cg_model(kind, p, X, Y, xp, xp.float64, device)
+    model = _cg_model(kind, p, X, Y, xp, xp.float64, device, BLOCKED if blocked else EXACT)
+    _assert_blocked(model, blocked)
     model._predict_chunk = 2 * T    # two test inputs per block: the blocks are stitched
     mean_ref, cov_ref = posterior_np(kind, p, X, Y, Xs)
     m = Xs.shape[0]

@@ -34,6 +34,7 @@ def _every_kernel():
         "RBF": K.RBF(0.6, 1.7, active_dims=[1]),
         "RationalQuadratic": K.RationalQuadratic(0.8, alpha=2.0),
         "SHO": K.SHO(0.7, period=1.3, quality=2.0, active_dims=[0]),
+        "SameGroup": K.Matern32(0.7, active_dims=[0]) * K.SameGroup(active_dims=[1]),
         "PeriodicSeries": K.PeriodicSeries(0.8, 0.9, period=1.4, order=3, active_dims=[0]),
         "SpectralMixture": K.SpectralMixture(2, 2),
         "Sum": K.Sum(K.RBF(1.0), K.White(0.1), active_dims=[0, 1]),

@@ -30,9 +30,10 @@ def kern_np(j, p, X1, X2):
 
 def elbo_np(p, Xp, y, N):
     Xin, a = Xp[:, :-1], Xp[:, -1].astype(int)
-    Z = p["inducing_points"]
     MU, VAR, KL = [], [], 0.0
     for j in range(Q):
+        Z = p["inducing_points"]
+        Z = Z[j] if Z.ndim == 3 else Z   # one set per latent, or shared
         Kzz = kern_np(j, p, Z, Z) + JITTER * np.eye(M)
         Kxz = kern_np(j, p, Xin, Z)
         kxx = np.diagonal(kern_np(j, p, Xin, Xin))
@@ -115,8 +116,11 @@ def test_elbo_and_predictions_match_dense_reference(xp, dtype, device):
                                B.to_numpy(var_all), rtol=tol, atol=tol)
 
 
-def test_gradients_match_finite_differences_of_reference():
+@pytest.mark.parametrize("separate", [False, True])
+def test_gradients_match_finite_differences_of_reference(separate):
     Xp, y, p = problem(seed=1)
+    if separate:
+        p["inducing_points"] = np.random.default_rng(5).uniform(-1.5, 1.5, (Q, M, 2))
     N = 40
     model = make(p, N)
     _, grads = model.objective_and_grad(Xp, y)
@@ -156,3 +160,99 @@ def test_bad_input():
     with pytest.raises(ShapeError, match="W"):
         LMCSVGP([RBF(), Matern32()], Gaussian(), p["inducing_points"], num_outputs=T,
                 num_data=10, W=np.ones((2, 2)))
+
+
+# ---------------------------------------------------------------- natural gradients
+def whitened_A(p, Xin):
+    """Each latent's ``L_j^{-1} K_j(Z_j, X)`` (M, b), by NumPy."""
+    As = []
+    for j in range(Q):
+        Z = p["inducing_points"]
+        Z = Z[j] if Z.ndim == 3 else Z
+        L = np.linalg.cholesky(kern_np(j, p, Z, Z) + JITTER * np.eye(M))
+        As.append(np.linalg.solve(L, kern_np(j, p, Z, Xin)))
+    return As
+
+
+def joint_precision(p, Xp, y, N):
+    """With a Gaussian likelihood the data term is Gaussian in the stacked whitened
+    ``u' = (u'_1, ..., u'_Q)``: ``f_i = c_{a_i} + Phi_i u'``. Returns the scaled posterior's
+    precision ``I + Phi^T D Phi`` (Q M, Q M) and ``Phi^T D (y - c)``."""
+    Xin, a = Xp[:, :-1], Xp[:, -1].astype(int)
+    As = whitened_A(p, Xin)
+    s2 = np.broadcast_to(p["likelihood.variance"], (T,))[a]
+    D = N / len(y) / s2
+    Phi = np.concatenate([p["W"][a, j][:, None] * As[j].T for j in range(Q)], axis=1)
+    return np.eye(Q * M) + Phi.T @ (D[:, None] * Phi), Phi.T @ (D * (y - p["mean"][a]))
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_natural_gradient_step_of_one_is_each_latents_optimum_given_the_others(xp, dtype,
+                                                                              device, separate):
+    Xp, y, p = problem(seed=3, n=10)
+    if separate:
+        p["inducing_points"] = np.random.default_rng(6).uniform(-1.5, 1.5, (Q, M, 2))
+    N = 50
+    kw = {"xp": xp, "dtype": dtype, "device": device}
+    model = make(p, N, xp, dtype, device)
+    P, b = joint_precision(p, Xp, y, N)
+    # latent j's optimum with the others held: S_j = P_jj^{-1}, m_j = S_j (b_j - P_jk m_k)
+    blk = [slice(j * M, (j + 1) * M) for j in range(Q)]
+    m_old = p["q_mu"]
+    _, _, data = model.objective_and_grad(B.asarray(Xp, **kw), B.asarray(y, **kw),
+                                          return_data=True)
+    used = gpnum.optim.NaturalGradient(gamma=1.0).step(model, data=data)
+    assert used == 1.0
+    tol = 1e-8 if dtype == xp.float64 else 2e-3
+    for j in range(Q):
+        S = np.linalg.inv(P[blk[j], blk[j]])
+        rhs = b[blk[j]] - sum(P[blk[j], blk[k]] @ m_old[k] for k in range(Q) if k != j)
+        q_sqrt = B.to_numpy(model.q_sqrt)[j]
+        np.testing.assert_allclose(B.to_numpy(model.q_mu)[j], S @ rhs, rtol=tol, atol=tol)
+        np.testing.assert_allclose(q_sqrt @ q_sqrt.T, S, rtol=tol, atol=tol)
+
+
+def test_fit_with_natural_gradients_reaches_the_mean_field_optimum():
+    # hyper-parameters held: natural gradients alone reach the factorised q's optimum, whose
+    # means are the joint posterior's and whose covariances are P_jj^{-1}
+    Xp, y, p = problem(seed=4, n=10)
+    model = make(p, Xp.shape[0])
+    fixed = [k for k in model.parameters() if k not in ("q_mu", "q_sqrt")]
+    gpnum.fit(model, Xp, y, epochs=150, batch_size=Xp.shape[0], gamma=0.5, fixed=fixed,
+              progress=False)
+    P, b = joint_precision(p, Xp, y, Xp.shape[0])
+    mean = np.linalg.solve(P, b).reshape(Q, M)
+    np.testing.assert_allclose(B.to_numpy(model.q_mu), mean, rtol=1e-7, atol=1e-8)
+    for j in range(Q):
+        R = B.to_numpy(model.q_sqrt)[j]
+        S = np.linalg.inv(P[j * M:(j + 1) * M, j * M:(j + 1) * M])
+        np.testing.assert_allclose(R @ R.T, S, rtol=1e-7, atol=1e-8)
+
+
+def test_default_fit_uses_natural_gradients_and_improves_the_elbo():
+    Xp, y, p = problem(seed=2, n=30)
+    model = make(p, Xp.shape[0])
+    before = float(model.objective_and_grad(Xp, y)[0])
+    gpnum.fit(model, Xp, y, epochs=30, batch_size=32, progress=False)
+    after = float(model.objective_and_grad(Xp, y)[0])
+    assert after > before
+    with pytest.raises(NotImplementedError, match="dense"):
+        gpnum.fit(model, Xp, y, epochs=1, ngd_method="krylov", progress=False)
+
+
+def test_separate_inducing_points_match_dense_reference():
+    Xp, y, p = problem(seed=7)
+    p["inducing_points"] = np.random.default_rng(8).uniform(-1.5, 1.5, (Q, M, 2))
+    N = 40
+    model = make(p, N)
+    assert model.separate_inducing
+    ref, f, v = elbo_np(p, Xp, y, N)
+    value, grads = model.objective_and_grad(Xp, y)
+    assert abs(float(value) - ref) <= 1e-9 * abs(ref)
+    assert grads["inducing_points"].shape == (Q, M, 2)
+    mean, var = model.predict_f(Xp)
+    np.testing.assert_allclose(np.asarray(mean), f, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(var), v, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ShapeError, match="sets"):
+        LMCSVGP([RBF(), Matern32()], Gaussian(), np.zeros((3, M, 2)), num_outputs=T,
+                num_data=10)

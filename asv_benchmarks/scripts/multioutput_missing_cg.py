@@ -9,8 +9,15 @@ iterations at least). Prints the time of each path, their LML difference against
 reported standard error, and the peak memory of each path's arrays (tracemalloc, a separate
 run after the timed one; after one warm-up run).
 
-Usage (quiet machine, under the exclusive lock; the last argument: BLAS threads of both):
+With a fifth argument ``blocked``: CG with the latent grams formed (``n x n`` arrays) against
+CG with them as blocked ``KernelMatrix`` products (what ``MultiOutputGPR(solver="cg")`` does
+where the arrays do not fit in memory; forced here by ``cg_options={"dense_limit_mib": 0}``),
+no Cholesky.
+
+Usage (quiet machine, under the exclusive lock; the fourth argument: BLAS threads of both):
     flock -x /tmp/cpu.lock python asv_benchmarks/scripts/multioutput_missing_cg.py 700 10 0.3 1
+    flock -x /tmp/cpu.lock python asv_benchmarks/scripts/multioutput_missing_cg.py 4000 5 0.3 1 \
+        blocked
 """
 
 import sys
@@ -28,6 +35,7 @@ n = int(sys.argv[1]) if len(sys.argv) > 1 else 700
 t = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 missing = float(sys.argv[3]) if len(sys.argv) > 3 else 0.3
 set_blas_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+BLOCKED = len(sys.argv) > 5 and sys.argv[5] == "blocked"
 RANK, D = 2, 3
 
 rng = np.random.default_rng(0)
@@ -40,9 +48,10 @@ Y[rng.uniform(size=(n, t)) < missing] = np.nan
 n_obs = int(np.sum(~np.isnan(Y)))
 
 
-def run(solver):
+def run(solver, cg_options=None):
     model = MultiOutputGPR(ICM(RBF(lengthscale=np.ones(D)), t, RANK),
-                           Gaussian(variance=np.full(t, 0.2)), X, Y, solver=solver)
+                           Gaussian(variance=np.full(t, 0.2)), X, Y, solver=solver,
+                           cg_options=cg_options)
     model.log_marginal_likelihood_and_grad()       # warm-up
     t0 = time.perf_counter()
     value, _ = model.log_marginal_likelihood_and_grad()
@@ -54,6 +63,14 @@ def run(solver):
     return float(value), elapsed, peak, model.cg_info
 
 
+if BLOCKED:
+    v_d, t_d, m_d, info_d = run("cg")
+    v_b, t_b, m_b, info_b = run("cg", {"dense_limit_mib": 0})
+    print(f"n={n} t={t} missing={missing:.0%} N_o={n_obs}: CG with formed grams {t_d:.2f} s "
+          f"({m_d:.0f} MiB peak, {info_d['num_iter']} iterations), CG with blocked grams "
+          f"{t_b:.2f} s ({m_b:.0f} MiB peak, {info_b['num_iter']} iterations); LML difference "
+          f"{v_b - v_d:+.2e} (LML {v_d:.2f})")
+    sys.exit(0)
 v_chol, t_chol, m_chol, _ = run("cholesky")
 v_cg, t_cg, m_cg, info = run("cg")
 print(f"n={n} t={t} missing={missing:.0%} N_o={n_obs}: Cholesky {t_chol:.2f} s "

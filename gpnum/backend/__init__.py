@@ -51,6 +51,7 @@ from gpnum.backend._parallel import (
     usable_cores,
 )
 from gpnum.backend._random import Generator, default_rng
+from gpnum.backend._scan import associative_scan, vector_prefix_scan
 from gpnum.backend._scatter import scatter_add
 from gpnum.backend._sparse import SparseRows
 from gpnum.backend._threads import blas_threads, set_blas_threads
@@ -60,6 +61,7 @@ __all__ = [
     "Generator",
     "SparseRows",
     "asarray",
+    "associative_scan",
     "available_memory",
     "backend_name",
     "blas_pool",
@@ -97,4 +99,5 @@ __all__ = [
     "triangular_inverse",
     "triangular_matmul",
     "usable_cores",
+    "vector_prefix_scan",
 ]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import device_of, get_namespace
-from gpnum.hmm._scan import vector_prefix_scan
+from gpnum.backend import device_of, get_namespace, vector_prefix_scan
 
 __all__: list[str] = []
 

@@ -14,7 +14,7 @@ instead of a Python loop of T steps. The sequential recursions are kept
   coming from the odd/even scan :func:`gpnum.hmm._scan.vector_prefix_scan`.
 - Max-product (:func:`gpnum.hmm.viterbi`, in :mod:`gpnum.hmm._viterbi`): the same two-level
   scheme in the (max, +) semiring (:func:`gpnum.hmm._viterbi._max_plus_chain`), then the
-  back-pointer maps composed by :func:`gpnum.hmm._scan.associative_scan`.
+  back-pointer maps composed by :func:`gpnum.backend.associative_scan`.
 
 Numerics. The sum-product works in the log domain with the log-sum-exp shift applied per row:
 each vector or matrix row is stored normalised to sum 1 with its log scale kept separately, so

@@ -4,7 +4,7 @@ The max-product recursion is a product of per-step matrices in the (max, +) semi
 runs as a parallel prefix over time (Sarkka & Garcia-Fernandez 2021, "Temporal parallelization
 of Bayesian smoothers", IEEE TAC 66(1)): :func:`_max_plus_chain`, the same two-level scheme as
 the sum-product's, then the back-pointer maps composed by
-:func:`gpnum.hmm._scan.associative_scan`. On a CPU long chains go to speculative blocks checked
+:func:`gpnum.backend.associative_scan`. On a CPU long chains go to speculative blocks checked
 against each other (:func:`_viterbi_blocked`). Viterbi needs no exponentials.
 """
 
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 
-from gpnum.backend import device_of, get_namespace
+from gpnum.backend import associative_scan, device_of, get_namespace, vector_prefix_scan
 from gpnum.hmm._chain import _range_t
 from gpnum.hmm._inference import _auto_method, _check_inputs
-from gpnum.hmm._scan import associative_scan, vector_prefix_scan
 
 __all__ = ["viterbi"]
 

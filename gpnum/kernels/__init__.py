@@ -13,6 +13,7 @@ from gpnum.kernels._changepoints import ChangePoints
 from gpnum.kernels._composite import Product, Sum
 from gpnum.kernels._coregion import Coregion
 from gpnum.kernels._expression import KERNEL_NAMES, from_expression
+from gpnum.kernels._group import SameGroup
 from gpnum.kernels._linear import Constant, Linear, White
 from gpnum.kernels._multioutput import ICM, LMC, IndependentOutputs, MultiOutputKernel
 from gpnum.kernels._nested import ParentKernel
@@ -68,6 +69,7 @@ __all__ = [
     "RBF",
     "RationalQuadratic",
     "SHO",
+    "SameGroup",
     "SpectralMixture",
     "StateSpaceForm",
     "Stationary",

@@ -156,18 +156,37 @@ class MultiOutputKernel(Parameterised):
             if len(dK) != len(pairs) or len(dB) != len(coregion):
                 raise ShapeError(f"vjp: expected {len(pairs)} cotangents for K and for B, got "
                                  f"{len(dK)} and {len(dB)}")
-            out = {name: None for name in self.parameters()}
-            for q, ((_, back), G) in enumerate(zip(pairs, dK, strict=True)):
-                if G is None:
-                    continue
-                for name, g in back(G)["params"].items():
-                    out[self._kernel_prefix(q) + name] = g
-            out.update(self._coregion_vjp(dB))
-            xp = self.xp
-            return {n: (xp.zeros_like(p) if out[n] is None else out[n])
-                    for n, p in self.parameters().items()}
+            return self.join_vjp([None if G is None else back(G)["params"]
+                                  for (_, back), G in zip(pairs, dK, strict=True)], dB)
 
         return grams, coregion, vjp
+
+    def join_vjp(self, latent_grads, dB):
+        """Every parameter's gradient from the latent kernels' own and the ``B_q``'s cotangents.
+
+        Parameters
+        ----------
+        latent_grads : list of Q dicts or None
+            Latent kernel ``q``'s parameter gradients keyed by its own names (None: zero), e.g.
+            from a blocked :class:`gpnum.linalg.KernelMatrix`'s ``param_vjp``.
+        dB : list of Q arrays (t, t)
+            Cotangents of the ``B_q``.
+
+        Returns
+        -------
+        dict
+            ``{name: gradient}`` keyed like :meth:`parameters`.
+        """
+        out = {name: None for name in self.parameters()}
+        for q, grads in enumerate(latent_grads):
+            if grads is None:
+                continue
+            for name, g in grads.items():
+                out[self._kernel_prefix(q) + name] = g
+        out.update(self._coregion_vjp(dB))
+        xp = self.xp
+        return {n: (xp.zeros_like(p) if out[n] is None else out[n])
+                for n, p in self.parameters().items()}
 
     def _kernel_prefix(self, q) -> str:
         raise NotImplementedError

@@ -68,10 +68,12 @@ class GPR(FullBatchGaussianModel):
         of the last estimate is in :attr:`cg_info`). ``"state_space"``: one input column
         (time) and a kernel with an exact state-space form (Matern-1/2, 3/2, 5/2, Cosine,
         SHO, Constant, PeriodicSeries, their sums and products:
-        :func:`gpnum.kernels.state_space_form`); exact, O(n) time and memory by a blocked
+        :func:`gpnum.kernels.state_space_form`), or several series sharing it (kernel
+        ``k_t * SameGroup(active_dims=[j])``, ``X = [time, ..., label]``); exact, O(n) time
+        and memory by a blocked
         Kalman filter (its gradient by a reverse pass) and a parallel smoother
         (``predict_f(full_cov=True)`` costs O(n m) for m new inputs; docs/timeseries.md). ``"auto"``: state space for such
-        kernels on one column above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
+        kernels (one column, or several series) above ``AUTO_STATE_SPACE_MIN_N`` points; otherwise Cholesky up
         to ``AUTO_CHOLESKY_MAX_N`` points when its ``n x n`` matrices fit in
         ``cg_options.dense_limit_mib`` (by default a quarter of the available memory), CG
         beyond. See docs/exact-gp.md. ``"grid"``: inputs
@@ -115,7 +117,7 @@ class GPR(FullBatchGaussianModel):
     _default_jitter = 0.0
     AUTO_CHOLESKY_MAX_N = 6000
     #: ``solver="auto"`` takes the state-space path above this many points (one input
-    #: column, a kernel with a state-space form): where it overtakes Cholesky (LML and
+    #: column, a kernel with a state-space form, or several such series): where it overtakes Cholesky (LML and
     #: gradient, docs/timeseries.md).
     AUTO_STATE_SPACE_MIN_N = 150
     #: What :meth:`objective_and_grad` returns, for progress displays: the log marginal
@@ -154,8 +156,8 @@ class GPR(FullBatchGaussianModel):
     def uses_state_space(self) -> bool:
         """Whether the state-space (Kalman) path is in use (``solver`` resolved for ``n``)."""
         if self.solver == "auto":
-            return (self._X.shape[1] == 1 and self._X.shape[0] > self.AUTO_STATE_SPACE_MIN_N
-                    and _gpr_state_space.has_state_space_form(self.kernel))
+            return (self._X.shape[0] > self.AUTO_STATE_SPACE_MIN_N
+                    and _gpr_state_space.applies(self.kernel, self._X))
         return self.solver == "state_space"
 
     @property

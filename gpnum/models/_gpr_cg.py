@@ -217,11 +217,12 @@ def dense_limit_bytes(opts, xp=None, device=None):
     return _DENSE_MEMORY_FRACTION * free
 
 
-def dense_fits(n, opts, xp=None, device=None, need_vjp=True):
+def dense_fits(n, opts, xp=None, device=None, need_vjp=True, matrices=1):
     """Whether the dense path's ``n x n`` float64 matrices fit (:func:`dense_limit_bytes`):
-    three of them for a training step, one and a half without the backward pass."""
+    three of them for a training step, one and a half without the backward pass, for each of
+    ``matrices`` kernel matrices (a multi-output model's latent grams)."""
     copies = _DENSE_COPIES if need_vjp else _DENSE_COPIES_NO_VJP
-    return copies * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
+    return matrices * copies * 8.0 * n * n <= dense_limit_bytes(opts, xp, device)
 
 
 def kernel_operator(model, X, opts, need_vjp):
@@ -242,9 +243,10 @@ def kernel_operator(model, X, opts, need_vjp):
     return tiled_kernel_matrix(model, X, rows), None
 
 
-def tiled_kernel_matrix(model, X, rows):
-    """The blocked ``k(X, X)`` in float64: cache-sized tiles, one per worker, at most ``rows``
-    rows' worth of elements (the memory budget's); ``cg_options.workers`` threads."""
+def tiled_kernel_matrix(model, X, rows, kernel=None):
+    """The blocked ``k(X, X)`` in float64 (``k``: ``kernel``, default ``model.kernel``):
+    cache-sized tiles, one per worker, at most ``rows`` rows' worth of elements (the memory
+    budget's); ``cg_options.workers`` threads."""
     xp = model.xp
     n = X.shape[0]
     opts = model.cg_options
@@ -253,7 +255,8 @@ def tiled_kernel_matrix(model, X, rows):
     # whose diagonal tiles (evaluated whole) are also a larger share of the work
     # (docs/exact-gp.md)
     tile_rows = min(rows, max(1, _PRODUCT_BLOCK_ELEMENTS * workers // n))
-    return KernelMatrix(model.kernel, X, block_size=tile_rows, vjp_block_size=tile_rows,
+    return KernelMatrix(model.kernel if kernel is None else kernel, X, block_size=tile_rows,
+                        vjp_block_size=tile_rows,
                         compute_dtype=xp.float64, workers=workers)
 
 

@@ -83,7 +83,7 @@ def _mv(M, v):
 class _Layout:
     """Steps in block-major order ``b L + k`` stored step-major: row ``k``, column ``b``."""
 
-    def __init__(self, xp, dt, y, L):
+    def __init__(self, xp, dt, y, L, reset=None):
         n = dt.shape[0]
         self.xp, self.n, self.L = xp, n, L
         self.B = -(-n // L)
@@ -100,6 +100,10 @@ class _Layout:
         first = xp.concat([xp.zeros((1,), dtype=dt.dtype, device=dev),
                            xp.ones((self.B - 1,), dtype=dt.dtype, device=dev)])
         self.keep0 = first[:, None, None]
+        # several series: every series' first step restarts from the prior too (A = 0)
+        self.keep = None if reset is None else _t(xp.reshape(xp.concat(
+            [xp.astype(~reset, dt.dtype), xp.ones((pad,), dtype=dt.dtype, device=dev)]),
+            (self.B, L)))
 
 
 def _transitions(form, lay, l0, l1, xp):
@@ -110,6 +114,8 @@ def _transitions(form, lay, l0, l1, xp):
     A = xp.reshape(A, (l1 - l0, lay.B) + tuple(A.shape[-2:]))
     if l0 == 0:
         A = xp.concat([(A[0, ...] * lay.keep0)[None, ...], A[1:, ...]], axis=0)
+    if lay.keep is not None:
+        A = A * lay.keep[l0:l1, :, None, None]
     return A
 
 
@@ -275,6 +281,8 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
         A_bar = xp.stack(A_bar[::-1], axis=0)            # (l1 - l0, B, J, J)
         if l0 == 0:  # A_0 = 0 of the first block is no function of the parameters
             A_bar = xp.concat([(A_bar[0, ...] * sub.keep0)[None, ...], A_bar[1:, ...]], axis=0)
+        if sub.keep is not None:  # nor the A = 0 of every series' first step
+            A_bar = A_bar * sub.keep[l0:l1, :, None, None]
         dt = xp.reshape(sub.dt[l0:l1, :], (-1,))
         J = A_bar.shape[-1]
         grad = grad + form.transition_vjp(dt, xp.reshape(A_bar, (-1, J, J)))
@@ -289,10 +297,11 @@ class _Sub:
         self.dt, self.y, self.w = lay.dt[:, cols], lay.y[:, cols], lay.w[:, cols]
         self.B = self.dt.shape[1]
         self.keep0 = lay.keep0[cols, ...]
+        self.keep = None if lay.keep is None else lay.keep[:, cols]
 
 
 # ------------------------------------------------------------------------ entry point
-def lml_blocked(form, dt, y, R, need_grad, L=None):
+def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     """``log p(y)`` of the state-space model and (``need_grad``) its gradient.
 
     Parameters
@@ -308,6 +317,10 @@ def lml_blocked(form, dt, y, R, need_grad, L=None):
     L : int, optional
         Steps per block (default :func:`steps_per_block`); the result does not depend on it
         beyond rounding.
+    reset : array (n,) of bool, optional
+        Steps that restart from the prior (``A = 0``), as the first always does: the first
+        step of every series when several independent series are concatenated
+        (:mod:`gpnum.models._state_space_series`); their ``dt`` (>= 0) is ignored.
 
     Returns
     -------
@@ -319,7 +332,7 @@ def lml_blocked(form, dt, y, R, need_grad, L=None):
     xp = get_namespace(dt)
     n = dt.shape[0]
     L = steps_per_block(n) if L is None else max(1, min(int(L), n))
-    lay = _Layout(xp, dt, y, L)
+    lay = _Layout(xp, dt, y, L, reset)
     h = xp.astype(form.H, xp.float64, copy=False)
     P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
     elems, c = _block_elements(form, lay, h, P_inf, R, xp)

@@ -16,28 +16,16 @@ gradient scan blocks of steps (:mod:`gpnum.models._kalman_blocked`) with the sam
 
 from __future__ import annotations
 
+from gpnum.backend import associative_scan as scan
 from gpnum.backend import device_of, get_namespace
 
 __all__ = ["associative_scan", "kalman_filter"]
 
 
 # ------------------------------------------------------------------------------ the scan
-def _take(a, start, stop, step=1):
-    """``a[..., start:stop:step, :, :]`` along the scan axis -3 (stop within bounds)."""
-    return a[..., start:stop:step, :, :]
-
-
-def _interleave(xp, even, odd, n):
-    shape = list(even.shape)
-    shape[-3] = n
-    out = xp.empty(tuple(shape), dtype=even.dtype, device=device_of(even))
-    out[..., 0:n:2, :, :] = even
-    out[..., 1:n:2, :, :] = odd
-    return out
-
-
 def associative_scan(combine, elems):
-    """Inclusive prefixes ``e_0 (+) ... (+) e_k`` of an associative ``(+)`` (odd/even recursion).
+    """Inclusive prefixes ``e_0 (+) ... (+) e_k`` of an associative ``(+)`` over a sequence of
+    small matrices: :func:`gpnum.backend.associative_scan` along axis -3 of every array.
 
     Parameters
     ----------
@@ -51,22 +39,7 @@ def associative_scan(combine, elems):
     tuple of arrays shaped like ``elems``.
     """
     elems = tuple(elems)
-    xp = get_namespace(elems[0])
-    n = elems[0].shape[-3]
-    if n < 2:
-        return elems
-    pairs = combine(tuple(_take(e, 0, n - 1, 2) for e in elems),
-                    tuple(_take(e, 1, n, 2) for e in elems))
-    odd = associative_scan(combine, pairs)  # prefixes ending at 1, 3, 5, ...
-    rest = (n + 1) // 2 - 1  # even positions 2, 4, ... below n
-    first = tuple(_take(e, 0, 1) for e in elems)
-    if rest > 0:
-        filled = combine(tuple(_take(o, 0, rest) for o in odd),
-                         tuple(_take(e, 2, 2 * rest + 1, 2) for e in elems))
-        even = tuple(xp.concat([f, r], axis=-3) for f, r in zip(first, filled, strict=False))
-    else:
-        even = first
-    return tuple(_interleave(xp, e, o, n) for e, o in zip(even, odd, strict=False))
+    return scan(get_namespace(elems[0]), combine, elems, (-3,) * len(elems))
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -33,16 +33,21 @@ def _sym(xp, M):
     return 0.5 * (M + xp.matrix_transpose(M))
 
 
-def _transitions(form, dt, xp):
-    """``A(dt)``, ``Q(dt)`` in float64 for steps ``dt`` (n,)."""
+def _transitions(form, dt, xp, reset=None):
+    """``A(dt)``, ``Q(dt)`` in float64 for steps ``dt`` (n,); ``A = 0``, ``Q = P_inf`` at the
+    steps ``reset`` (n,) bool that restart from the prior."""
     A, _ = form.transition(dt)
+    if reset is not None:
+        A = xp.where(reset[:, None, None], xp.zeros_like(A), A)
     Q, _ = form.process_noise(A)
     return xp.astype(A, xp.float64, copy=False), xp.astype(Q, xp.float64, copy=False)
 
 
-def _steps(xp, t):
+def _steps(xp, t, reset=None):
     zero = xp.zeros((1,), dtype=t.dtype, device=device_of(t))
-    return xp.concat([zero, t[1:] - t[:-1]]) if t.shape[0] > 1 else zero
+    dt = xp.concat([zero, t[1:] - t[:-1]]) if t.shape[0] > 1 else zero
+    # a restart's step goes back in time to another series: no step at all
+    return dt if reset is None else xp.where(reset, xp.zeros_like(dt), dt)
 
 
 def _combine_general(a, b):
@@ -54,8 +59,13 @@ def _combine_general(a, b):
     return Eb @ Ea, Eb @ ga + gb, _sym(xp, ELE) + Lb
 
 
-def smoothed_state(form, t, Y, R, xp):
+def smoothed_state(form, t, Y, R, xp, reset=None):
     """Filtered and smoothed moments at sorted inputs ``t`` (n,) for data ``Y`` (n, r).
+
+    ``reset`` (n,) bool, optional: the first step of each of several independent series
+    concatenated in ``t`` (each sorted); there the recursion restarts from the prior, so
+    that nothing passes between the series (neither forwards nor in the smoother, whose
+    ``E`` vanishes before a restart).
 
     Returns a dict with ``t``, ``m``, ``P`` (filtered) and ``ms``, ``Ps`` (smoothed), shapes
     (n, J, r) and (n, J, J), and ``P_inf``, ``h`` in float64.
@@ -63,7 +73,7 @@ def smoothed_state(form, t, Y, R, xp):
     high = xp.float64
     P_inf = xp.astype(form.P_inf, high, copy=False)
     h = xp.astype(form.H, high, copy=False)
-    A, Q = _transitions(form, _steps(xp, t), xp)
+    A, Q = _transitions(form, _steps(xp, t, reset), xp, reset)
     Q = xp.concat([P_inf[None, :, :], Q[1:, :, :]], axis=0)
     m, P = kalman_filter(A, Q, h, R, Y)
     n, J = A.shape[0], A.shape[-1]
@@ -87,16 +97,24 @@ def smoothed_state(form, t, Y, R, xp):
     return {"t": t, "m": m, "P": P, "ms": ms, "Ps": Ps, "P_inf": P_inf, "h": h}
 
 
-def predict_at(form, state, tnew, xp):
+def predict_at(form, state, tnew, xp, at=None):
     """Smoothed mean ``H x(t*)`` (m, r) and variance (m,) at new inputs ``tnew`` (m,), any
-    order, from :func:`smoothed_state`'s ``state``."""
+    order, from :func:`smoothed_state`'s ``state``.
+
+    ``at``, optional: ``(idx, before, has_next)`` (m,) each, the data point before every new
+    input, whether there is none, and whether ``idx + 1`` follows it in the same series
+    (:func:`gpnum.models._state_space_series.locate`; default: one series, by ``t``).
+    """
     t = state["t"]
     n = t.shape[0]
     high = xp.float64
-    idx = xp.searchsorted(t, tnew, side="right")  # number of data at or before t*
-    idx = xp.astype(idx, xp.int64) - 1
-    before = idx < 0
-    has_next = idx < n - 1
+    if at is None:
+        idx = xp.searchsorted(t, tnew, side="right")  # number of data at or before t*
+        idx = xp.astype(idx, xp.int64) - 1
+        before = idx < 0
+        has_next = idx < n - 1
+    else:
+        idx, before, has_next = at
     k = xp.clip(idx, 0, n - 1)
     kn = xp.clip(idx + 1, 0, n - 1)
     t_k, t_kn = xp.take(t, k), xp.take(t, kn)
@@ -132,18 +150,22 @@ def _combine_affine(a, b):
     return Ab @ Aa, Ab @ wa + wb
 
 
-def prior_draw(form, times, num_samples, rng, xp):
+def prior_draw(form, times, num_samples, rng, xp, arrangement=None):
     """``num_samples`` joint prior draws of f at ``times`` (N,), any order: (N, num_samples).
 
     The state recursion ``x_k = A_k x_{k-1} + Q_k^{1/2} z_k`` (``x_0 = P_inf^{1/2} z_0``) over
     the sorted times as an associative scan of affine maps; ``Q^{1/2}`` from an eigenvalue
     decomposition (the process noise may be singular: cosines, constants, ties).
+    ``arrangement``, optional: ``(order, reset)`` for several independent series (the
+    permutation sorting by series and time, and each series' first step, as
+    :func:`smoothed_state`'s ``reset``); default one series sorted by time.
     """
     high = xp.float64
-    order = xp.argsort(times, stable=True)
+    order, reset = (xp.argsort(times, stable=True), None) if arrangement is None \
+        else arrangement
     ts = xp.take(times, order)
     P_inf = xp.astype(form.P_inf, high, copy=False)
-    A, Q = _transitions(form, _steps(xp, ts), xp)
+    A, Q = _transitions(form, _steps(xp, ts, reset), xp, reset)
     N, J = A.shape[0], A.shape[-1]
     Q = xp.concat([P_inf[None, :, :], Q[1:, :, :]], axis=0)
     A = xp.concat([xp.zeros((1, J, J), dtype=high, device=device_of(A)), A[1:, :, :]], axis=0)

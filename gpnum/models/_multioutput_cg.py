@@ -13,7 +13,11 @@ tridiagonals of the stochastic log-determinant, and the cotangent of ``Sigma_oo`
 
     Sigma_bar ~= 1/2 (a a^T - (1/T) sum_i u_i v_i^T),    v_i = P_pre^{-1} z_i,
 
-is kept as two thin factors ``L R^T`` (N_o, T + 1). Embedded with zeros at the missing entries
+is kept as two thin factors ``L R^T`` (N_o, T + 1). Where the latent grams' ``n x n`` arrays do
+not fit in memory (``GPR(solver="cg")``'s rule, :func:`gpnum.models._gpr_cg.dense_fits`, counted
+for every latent), each ``K_q`` is a blocked :class:`gpnum.linalg.KernelMatrix`, evaluated tile
+by tile at every product (O(n) memory), and ``dK_q`` below is never formed: its thin factors
+go to the kernel through ``KernelMatrix.param_vjp``. Embedded with zeros at the missing entries
 and viewed as ``(n, t, k)`` arrays, it reaches the factors by hand:
 
     dK_q[i, j] = sum_{k,a,b} L[i, a, k] B_q[a, b] R[j, b, k],
@@ -34,6 +38,7 @@ from gpnum.linalg import (
     AddedDiag,
     Dense,
     Diagonal,
+    KernelMatrix,
     Kronecker,
     Masked,
     Sum,
@@ -42,7 +47,15 @@ from gpnum.linalg import (
     pcg_lanczos,
     preconditioner_probes,
 )
-from gpnum.models._gpr_cg import _love_cache, _love_quad, _preconditioner
+from gpnum.models._gpr_cg import (
+    _MIB,
+    _love_cache,
+    _love_quad,
+    _preconditioner,
+    block_rows_for_budget,
+    dense_fits,
+    tiled_kernel_matrix,
+)
 
 __all__ = ["cg_lml", "cg_predict_block", "cg_prediction_state"]
 
@@ -53,12 +66,12 @@ def cg_operator(model, grams, coregion, mask):
     """``P (sum_q K_q kron B_q + I kron D) P^T`` as an ``AddedDiag`` (float64 factors)."""
     xp = model.xp
     n = grams[0].shape[0]
-    terms = [Kronecker(Dense(K, symmetric=True), Dense(B, symmetric=True))
-             for K, B in zip(grams, coregion, strict=True)]
+    ops = [K if isinstance(K, KernelMatrix) else Dense(K, symmetric=True) for K in grams]
+    terms = [Kronecker(K, Dense(B, symmetric=True)) for K, B in zip(ops, coregion, strict=True)]
     op = terms[0] if len(terms) == 1 else Sum(*terms)
     noise = model._noise()
-    scale = float(sum(xp.mean(xp.linalg.diagonal(K)) * xp.mean(xp.linalg.diagonal(B))
-                      for K, B in zip(grams, coregion, strict=True)))
+    scale = float(sum(xp.mean(K.diagonal()) * xp.mean(xp.linalg.diagonal(B))
+                      for K, B in zip(ops, coregion, strict=True)))
     if not float(xp.min(noise)) > 1e-10 * scale:
         raise NotPSDError(
             f"MultiOutputGPR(solver='cg'): the smallest noise variance + jitter "
@@ -74,8 +87,19 @@ def cg_operator(model, grams, coregion, mask):
 
 
 def _factors(model, X, need_grad):
+    """The latent grams (float64 arrays, or blocked ``KernelMatrix`` operators where the arrays
+    do not fit), the ``B_q`` and, for dense grams with ``need_grad``, the kernel's backward
+    pass."""
     xp = model.xp
     high = xp.float64
+    kernels = model.kernel.latent_kernels
+    n = X.shape[0]
+    if not dense_fits(n, model.cg_options, xp, model.device, need_grad, matrices=len(kernels)):
+        rows = min(block_rows_for_budget(n, model.cg_options.memory_budget_mib * _MIB, 8), n)
+        grams = [tiled_kernel_matrix(model, X, rows, kernel=k) for k in kernels]
+        coregion = [xp.astype(0.5 * (B + xp.matrix_transpose(B)), high, copy=False)
+                    for B in model.kernel.coregion_matrices()]
+        return grams, coregion, None
     if need_grad:
         grams, coregion, vjp = model.kernel.grams_and_vjp(X)
     else:
@@ -124,12 +148,15 @@ def cg_lml(model, X, Y, mask, need_grad):
     dK, dB = [], []
     for K, B in zip(grams, coregion, strict=True):
         LB = xp.reshape(xp.permute_dims(L3, (0, 2, 1)) @ B, (n, k * t))     # [i, (k, b)]
-        dK.append(xp.astype(LB @ xp.matrix_transpose(R_flat), model.dtype, copy=False))
+        if vjp is None:       # blocked gram: dK_q = LB R_flat^T goes in as its two factors
+            dK.append(K.param_vjp(LB, R_flat)["kernel"])
+        else:
+            dK.append(xp.astype(LB @ xp.matrix_transpose(R_flat), model.dtype, copy=False))
         KR = xp.reshape(K @ xp.reshape(R3, (n, t * k)), (n, t, k))          # [i, b, k]
         KR_by_output = xp.reshape(xp.permute_dims(KR, (1, 0, 2)), (t, n * k))
         dB.append(xp.astype(L_by_output @ xp.matrix_transpose(KR_by_output), model.dtype,
                             copy=False))
-    params = vjp(dK, dB)
+    params = model.kernel.join_vjp(dK, dB) if vjp is None else vjp(dK, dB)
     g_noise = xp.sum(xp.sum(L3 * R3, axis=2), axis=0)
     g_mean = xp.sum(xp.reshape(model._scatter(alpha, mask), (n, t)), axis=0)
     if T > 1:

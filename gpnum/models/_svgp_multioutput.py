@@ -7,7 +7,7 @@ interdomain and multioutput Gaussian processes", section 4):
     f_a(x) = c_a + sum_j W[a, j] g_j(x),        g_j ~ GP(0, k_j) independent,
 
 each ``g_j`` a whitened SVGP (Hensman et al. 2015) with its own ``q(u'_j) = N(m_j, R_j R_j^T)``
-over shared inducing inputs ``Z``. Data are (input, output) pairs: a row of ``X`` is an input
+over inducing inputs ``Z`` shared by the latents, or a set ``Z_j`` of its own. Data are (input, output) pairs: a row of ``X`` is an input
 followed by the index of the output observed there (:func:`stack_outputs` builds them from an
 (n, t) array with NaN for the missing entries), so a minibatch is a batch of pairs and a missing
 output costs nothing. With ``A_j = L_j^{-1} K_{Z X}`` (``L_j L_j^T = K_j(Z, Z) + jitter I``):
@@ -18,7 +18,15 @@ output costs nothing. With ``A_j = L_j^{-1} K_{Z X}`` (``L_j L_j^T = K_j(Z, Z) +
 
 Gradients by hand: the Gaussian expectation's ``g_mu``, ``g_var`` per pair, pushed to
 ``W`` and to each latent's ``(mu_j, var_j)``, then through the whitened SVGP's backward pass
-(design notes 4.1) and the Cholesky factorisation (:func:`gpnum.backend.cholesky_vjp`).
+and the Cholesky factorisation (:func:`gpnum.backend.cholesky_vjp`).
+
+Natural gradients: the latents are independent under ``q``, so the Fisher of the variational
+family is block-diagonal across latents, and each ``q(u'_j)`` takes the whitened SVGP's natural-
+gradient step (Salimbeni et al. 2018) with its own ``A_j`` and the pairs' ``g_mu``, ``g_var``
+pushed to latent ``j`` (``W[a_i, j] g_mu_i`` and ``W[a_i, j]^2 g_var_i``): with a Gaussian
+likelihood and ``gamma = 1`` each latent lands on its optimal ``q`` given the others' current
+``q``. :class:`gpnum.optim.NaturalGradient` (``method="dense"``) takes it from
+:meth:`LMCSVGP.objective_and_grad`'s ``return_data`` output.
 """
 
 from __future__ import annotations
@@ -71,9 +79,9 @@ class LMCSVGP(ComposedParameters):
         The latent kernels ``k_j`` (distinct objects), ``q = len(kernels)``.
     likelihood : gpnum.likelihoods.Gaussian
         Noise variance per output (shape (t,)) or shared (shape ()), learned.
-    inducing_points : array (m, d)
-        Initial ``Z`` shared by the latent GPs (learned). Its namespace, dtype and device become
-        the model's.
+    inducing_points : array (m, d) or (q, m, d)
+        Initial ``Z`` shared by the latent GPs, or one set per latent (learned). Its namespace,
+        dtype and device become the model's.
     num_outputs : int
         ``t``.
     num_data : int
@@ -91,8 +99,9 @@ class LMCSVGP(ComposedParameters):
     ``inducing_points``, ``mean`` (t,), ``kernel.<j>.<name>``, ``likelihood.variance``.
     ``X`` everywhere (objective, predictions) holds pairs: the inputs plus a last column with
     the output index; :meth:`predict_outputs` predicts every output at plain inputs. Trained by
-    Adam (``gpnum.fit(model, X_pairs, y, optimizer="adam")``); the Cholesky factorisations and
-    solves run in float64.
+    ``gpnum.fit(model, X_pairs, y)``: natural gradients for the ``q(u'_j)`` (``ngd_method=
+    "dense"``) alternating with Adam for the rest, or ``optimizer="adam"`` for Adam on
+    everything; the Cholesky factorisations and solves run in float64.
     """
 
     _param_names = ("q_mu", "q_sqrt", "W", "inducing_points", "mean")
@@ -103,7 +112,7 @@ class LMCSVGP(ComposedParameters):
     def __init__(self, kernels, likelihood, inducing_points, *, num_outputs, num_data, W=None,
                  mean=0.0, jitter=1e-6):
         kernels = check_latent_kernels(kernels, likelihood)
-        Z = self._adopt_inducing_points(inducing_points, kernels[0])
+        Z = self._adopt_inducing_points(inducing_points, kernels[0], num_latent=len(kernels))
         self._adopt_num_data(num_data)
         t = int(num_outputs)
         if t < 1:
@@ -120,8 +129,10 @@ class LMCSVGP(ComposedParameters):
         if not (self.jitter >= 0.0 and math.isfinite(self.jitter)):
             raise ValueError(f"jitter: expected a finite number >= 0, got {jitter!r}")
         xp, dt, dev = self.xp, self.dtype, self._device
-        q, m = len(kernels), Z.shape[0]
+        q, m = len(kernels), Z.shape[-2]
         self.num_latent = q
+        #: Whether each latent has its own inducing inputs (``inducing_points`` (q, m, d)).
+        self.separate_inducing = Z.ndim == 3
         self.inducing_points = Z
         self.q_mu = xp.zeros((q, m), dtype=dt, device=dev)
         self.q_sqrt = xp.broadcast_to(xp.eye(m, dtype=dt, device=dev), (q, m, m))
@@ -163,7 +174,7 @@ class LMCSVGP(ComposedParameters):
     def _check_pairs(self, X, name="X"):
         xp = self.xp
         X = asarray(X, dtype=self.dtype, xp=xp, device=self._device)
-        d = self.inducing_points.shape[1]
+        d = self.inducing_points.shape[-1]
         if X.ndim != 2 or X.shape[1] != d + 1:
             raise ShapeError(f"{name}: expected (input, output) pairs of shape (n, {d + 1}) "
                              f"(the inputs, then the output index; see stack_outputs), got "
@@ -206,7 +217,7 @@ class LMCSVGP(ComposedParameters):
         xp = self.xp
         high = xp.float64
         k = self.kernel.kernels[j]
-        Z = self.inducing_points
+        Z = self.inducing_points[j, ...] if self.separate_inducing else self.inducing_points
         if need_grad:
             Kzz, vjp_zz = k.gram_and_vjp(Z)
             Kzx, vjp_zx = k.gram_and_vjp(Z, Xin)
@@ -239,13 +250,30 @@ class LMCSVGP(ComposedParameters):
         return kl, m, R - eye * (1.0 / dR)[None, :]
 
     # ------------------------------------------------------------------ objective
-    def objective_and_grad(self, X, y, *, validate=True, scale=None):
+    def objective_and_grad(self, X, y, *, validate=True, scale=None, return_data=False):
         """The ELBO of the pairs ``(X, y)`` (scaled by ``num_data / b``, or ``scale``) minus the
-        KL terms, and its gradients keyed like :meth:`parameters`."""
+        KL terms, and its gradients keyed like :meth:`parameters`.
+
+        With ``return_data=True`` also a dict for :class:`gpnum.optim.NaturalGradient`: ``A``
+        (q, m, b) (latent ``j``'s ``L_j^{-1} K_j(Z_j, X)``), ``g_mu`` and ``g_var`` (b, q) (the
+        scaled data term's gradients w.r.t. each latent's marginal mean and variance at the
+        pairs' inputs) and ``cache["q_mean"]`` (q, m), all float64.
+        """
         if validate:
             X, y = self.check_data(X, y)
         with blas_pool("scipy"):
-            return self._elbo(X, y, scale, True)
+            value, grads, data = self._elbo(X, y, scale, True)
+        return (value, grads, data) if return_data else (value, grads)
+
+    def to_natural(self):
+        """Not offered: the natural-gradient step of this model is ``method="dense"``."""
+        raise NotImplementedError("LMCSVGP keeps q in (mean, Cholesky) form: use "
+                                  "gpnum.fit(..., ngd_method='dense') (the default) or "
+                                  "optimizer='adam'")
+
+    def q_cholesky(self):
+        """``q_mu`` (q, m) and ``q_sqrt`` (q, m, m): the form natural gradients read."""
+        return self.q_mu, self.q_sqrt
 
     def prior_term_and_grad(self):
         """``-sum_j KL_j`` and its gradients (``q_mu``, ``q_sqrt``)."""
@@ -283,7 +311,7 @@ class LMCSVGP(ComposedParameters):
         prior, prior_grads = self.prior_term_and_grad()
         value = self._cast(value) + prior
         if not need_grad:
-            return value, None
+            return value, None, None
         g_mu = s * r / s2
         g_v = -0.5 * s / s2
         g_s2 = onehot.T @ (s * (-0.5 / s2 + 0.5 * sq / (s2 * s2)))
@@ -309,7 +337,12 @@ class LMCSVGP(ComposedParameters):
                 kernel_grads[f"kernel.{j}.{name}"] = (zz["params"][name] + zx["params"][name]
                                                       + dg[name])
             gz = zz["X1"] + zx["X1"]
-            g_Z = gz if g_Z is None else g_Z + gz
+            if self.separate_inducing:
+                g_Z = [gz] if g_Z is None else g_Z + [gz]
+            else:
+                g_Z = gz if g_Z is None else g_Z + gz
+        if self.separate_inducing:
+            g_Z = xp.stack(g_Z)
         grads["q_mu"] = xp.stack(g_qmu)
         grads["q_sqrt"] = xp.stack(g_R)
         var = self.likelihood.variance
@@ -320,7 +353,9 @@ class LMCSVGP(ComposedParameters):
         out["q_sqrt"] = out["q_sqrt"] + prior_grads["q_sqrt"]
         out["inducing_points"] = g_Z
         out.update(kernel_grads)
-        return value, {k: out[k] for k in self.parameters()}
+        data = {"A": xp.stack([c["A"] for _, _, c in latents]), "g_mu": G_MU, "g_var": G_VAR,
+                "cache": {"q_mean": xp.stack([c["m"] for _, _, c in latents])}}
+        return value, {k: out[k] for k in self.parameters()}, data
 
     # ------------------------------------------------------------------ predictions
     def _latent_marginals(self, Xin):
@@ -361,7 +396,7 @@ class LMCSVGP(ComposedParameters):
         xp = self.xp
         Xnew = asarray(Xnew, dtype=self.dtype, xp=xp, device=self._device) \
             if not is_array(Xnew) or Xnew.dtype != self.dtype else Xnew
-        d = self.inducing_points.shape[1]
+        d = self.inducing_points.shape[-1]
         if Xnew.ndim != 2 or Xnew.shape[1] != d:
             raise ShapeError(f"Xnew: expected shape (m, {d}), got {describe_shape(Xnew.shape)}")
         with blas_pool("scipy"):

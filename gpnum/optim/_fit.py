@@ -21,6 +21,7 @@ from gpnum.optim import _defaults
 from gpnum.optim._adam import Adam
 from gpnum.optim._lbfgs import lbfgs
 from gpnum.optim._ngd import NaturalGradient
+from gpnum.priors import add_log_prior, check_priors
 
 __all__ = ["fit", "History", "TrainingState"]
 
@@ -85,6 +86,7 @@ class TrainingState:
     good: dict | None = field(default=None, repr=False)
     last_error: str | None = None
     fixed: tuple = ()
+    priors: dict = field(default_factory=dict, repr=False)  # fitting options: not saved
     schedule: dict | None = None  # an adaptive lr_schedule's state (PlateauDecay.state_dict)
 
 
@@ -136,7 +138,8 @@ def _check_fixed(model, fixed, optimizer):
 def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, optimizer=None,
         lr=_defaults.LR, gamma=_defaults.GAMMA, ngd_method="dense", lr_schedule="plateau", gamma_schedule=None, batches=None,
         X_val=None, y_val=None, callbacks=(), progress=True, seed=0, resume=False,
-        clip_curvature=True, fixed=(), maxiter=1000, n_restarts=0, coordinates="log"):
+        clip_curvature=True, fixed=(), maxiter=1000, n_restarts=0, coordinates="log",
+        priors=None):
     """Train a model of the model protocol (docs: "Adding a model").
 
     Minibatch models (SVGP) by stochastic variational inference; full-batch models (GPR, SGPR:
@@ -215,6 +218,14 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     coordinates : {"log", "softplus"}
         ``optimizer="lbfgs"`` only: positive parameters in log coordinates (default, as
         scikit-learn) or in the model's softplus-unconstrained view.
+    priors : dict, optional
+        ``{parameter name: gpnum.priors.Prior}``, e.g. ``{"likelihood.variance":
+        LogNormal(-4.0, 2.0), "kernel.coregion.kappa": Gamma(2.0, 2.0)}``: maximum a
+        posteriori fitting, the objective plus the summed log prior densities of those
+        parameters' natural values (:mod:`gpnum.priors`; every optimiser). The recorded
+        objectives (``History.step_elbo``, ``epoch_elbo``) then include the log prior. Priors
+        are fitting options, like schedules: checkpoints do not save them, so pass them again
+        with ``resume=True``.
 
     Returns
     -------
@@ -246,6 +257,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
     if (epochs is not None and epochs < 0) or batch_size < 1:
         raise ValueError(f"epochs >= 0 and batch_size >= 1 expected, got {epochs}, {batch_size}")
     fixed = _check_fixed(model, fixed, optimizer)
+    priors = check_priors(priors, model)
     if full_batch:
         if batches is not None:
             raise ValueError(f"batches: {type(model).__name__} is a full-batch model")
@@ -256,7 +268,7 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
         batch_size = X.shape[0]
         if optimizer == "lbfgs":
             return _fit_lbfgs(model, X, y, fixed, int(maxiter), callbacks, coordinates,
-                              int(n_restarts), seed)
+                              int(n_restarts), seed, priors)
     elif batches is None:
         if X is None or y is None:
             raise ValueError("fit: pass X and y, or a batches callable")
@@ -281,13 +293,14 @@ def fit(model, X=None, y=None, *, epochs=None, batch_size=_defaults.BATCH_SIZE, 
             state.ngd.gamma = gamma_schedule  # schedules are code: they are not saved
         if fixed:
             state.fixed = fixed
+        state.priors = priors
     else:
         ngd = (NaturalGradient(gamma_schedule if gamma_schedule is not None else gamma,
                                ngd_method, clip_curvature=clip_curvature)
                if optimizer == "ngd" else None)
         rng0 = B.default_rng(seed)
         state = TrainingState(epoch=0, step=0, rng_state=rng0.get_state(), adam=Adam(lr=lr),
-                              ngd=ngd, seed=int(seed), fixed=fixed)
+                              ngd=ngd, seed=int(seed), fixed=fixed, priors=priors)
     if hasattr(lr_schedule, "observe"):
         # An adaptive schedule (PlateauDecay) decides from the epoch's metrics: the validation
         # ones, or the training objective ("objective"), which needs no validation data.
@@ -391,6 +404,8 @@ def _train_step(model, state, Xb, yb, *, validate):
     else:
         value, grads = model.objective_and_grad(Xb, yb, validate=validate)
         data = None
+    # A minibatch objective estimates the whole data set's, so the prior enters once per step.
+    value, grads = add_log_prior(state.priors, params, value, grads)
     # Natural gradients update q themselves; fixed parameters get no step at all.
     skip = set(state.fixed) | (set(_natural_names(model)) if state.ngd is not None else set())
     hyper = {k: g for k, g in grads.items() if k not in skip}
@@ -428,7 +443,7 @@ def _stop(model, state, xp, *, value=None, grads=None, hyper_u=None, params=None
         state.last_error = f"non-finite gradient of {_first_nonfinite(xp, hyper_u)}"
 
 
-def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks, coordinates, n_restarts, seed):
+def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks, coordinates, n_restarts, seed, priors):
     """Full-batch training by the L-BFGS-B driver (:func:`gpnum.optim.lbfgs`)."""
     history = History()
     t_start = time.perf_counter()
@@ -438,7 +453,8 @@ def _fit_lbfgs(model, X, y, fixed, maxiter, callbacks, coordinates, n_restarts, 
         history.step_time.append(time.perf_counter() - t_start)
 
     result = lbfgs(model, X, y, fixed=fixed, coordinates=coordinates, maxiter=maxiter,
-                   n_restarts=n_restarts, seed=seed, callback=record, warn=False)
+                   n_restarts=n_restarts, seed=seed, callback=record, warn=False,
+                   priors=priors)
     history.epoch_elbo.append(result.objective)
     history.num_iter, history.num_eval = result.num_iter, result.num_eval
     history.stop_reason = result.stop_reason

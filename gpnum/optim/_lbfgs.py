@@ -27,6 +27,7 @@ from gpnum import backend as B
 from gpnum.errors import ConvergenceWarning
 from gpnum.models import check_model
 from gpnum.params import softplus_inverse
+from gpnum.priors import add_log_prior, check_priors
 
 __all__ = ["LBFGSResult", "lbfgs"]
 
@@ -65,7 +66,8 @@ class LBFGSResult:
     ----------
     objective : float
         The model's objective (not per point) at the parameters left on the model: the best
-        over the runs.
+        over the runs; with ``priors``, the objective plus the log prior density (the log
+        posterior up to a constant), which is what was maximised.
     num_iter, num_eval : int
         L-BFGS-B iterations and objective evaluations over all runs.
     stop_reason : str
@@ -174,7 +176,7 @@ class _Coordinates:
 
 def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n_restarts=0,
           seed=0, bounds=None, restart_bounds=(1e-5, 1e5), callback=None, warn=True,
-          ftol=FTOL, gtol=GTOL):
+          ftol=FTOL, gtol=GTOL, priors=None):
     """Maximise a full-batch model's objective by SciPy's L-BFGS-B.
 
     Parameters
@@ -207,6 +209,9 @@ def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n
         SciPy's L-BFGS-B stopping tolerances on the per-point objective: the relative
         reduction ``(f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol`` and the projected
         gradient's max-norm ``<= gtol`` (defaults :data:`FTOL`, :data:`GTOL`).
+    priors : dict, optional
+        ``{parameter name: gpnum.priors.Prior}``: maximise the objective plus the summed log
+        prior densities of those parameters' natural values (MAP; :mod:`gpnum.priors`).
 
     Returns
     -------
@@ -236,6 +241,7 @@ def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n
     unknown = [k for k in fixed if k not in params]
     if unknown:
         raise ValueError(f"fixed: {unknown} are not parameters of the model")
+    priors = check_priors(priors, model)
     names = [k for k in params if k not in set(fixed)]
     coords = _Coordinates(model, names, coordinates)
     n = max(int(X.shape[0]), 1)
@@ -271,6 +277,7 @@ def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n
                 # threads would race on them.
                 with np.errstate(**({} if first else {"all": "ignore"})):
                     value, grads = model.objective_and_grad(X, y, validate=False)
+                    value, grads = add_log_prior(priors, model.parameters(), value, grads)
             except ValueError:
                 # NotPSDError (a noise variance driven towards 0) or an overflowed kernel
                 # matrix (float32, extreme values): infinitely bad, the line search backs off
@@ -329,7 +336,8 @@ def lbfgs(model, X=None, y=None, *, fixed=(), coordinates="log", maxiter=1000, n
         coords.assign(best_x)
     except ValueError:
         coords.assign(start)  # L-BFGS-B's point was scored, so this cannot happen; be safe
-    value = float(model.objective_and_grad(X, y, validate=False)[0])
+    value, _ = model.objective_and_grad(X, y, validate=False)
+    value = float(add_log_prior(priors, model.parameters(), value, {})[0])
     kept = runs[best]
     result = LBFGSResult(objective=value, num_iter=sum(r["num_iter"] for r in runs),
                          num_eval=sum(r["num_eval"] for r in runs),

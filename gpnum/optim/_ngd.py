@@ -245,8 +245,11 @@ class NaturalGradient:
             acc_P.append(cand_P)
         one = model.num_latent == 1
         if self.method == "dense":
+            # in the model's own shapes: one latent's q is (m,) in an SVGP, (1, m) in LMCSVGP
+            shapes = {k: tuple(v.shape) for k, v in model.parameters().items()}
             mus, Rs = xp.stack(new_t1), xp.stack(new_P)
-            model.set_parameters({"q_mu": mus[0, ...] if one else mus, "q_sqrt": Rs[0, ...] if one else Rs})
+            model.set_parameters({"q_mu": xp.reshape(mus, shapes["q_mu"]),
+                                  "q_sqrt": xp.reshape(Rs, shapes["q_sqrt"])})
             self.set_natural_cache(model, xp.stack(acc_t1), xp.stack(acc_P))
         else:
             th, P = xp.stack(new_t1), xp.stack(new_P)

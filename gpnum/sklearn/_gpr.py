@@ -91,8 +91,9 @@ class GPRegressor(RegressorMixin, GPnumEstimator):
         How gpnum.GPR solves with ``K + alpha I`` (:class:`gpnum.GPR`): ``"auto"`` by size and
         structure, ``"cholesky"`` factorises it, ``"cg"`` by conjugate gradients (stochastic
         log-determinant), ``"state_space"`` for one feature (time) and a kernel with a
-        state-space form (Matern, Cosine, SHO, Constant, PeriodicSeries, their sums and products): exact in
-        O(n) (docs/timeseries.md); ``"grid"`` (inputs on a Cartesian grid) and ``"ski"``
+        state-space form (Matern, Cosine, SHO, Constant, PeriodicSeries, their sums and products), or
+        several series sharing it (features ``[time, label]``, kernel
+        ``k_t * SameGroup(active_dims=[1])``): exact in O(n) (docs/timeseries.md); ``"grid"`` (inputs on a Cartesian grid) and ``"ski"``
         (d <= 3) the structured solvers (docs/structure.md).
     optimizer : {"lbfgs", "fmin_l_bfgs_b"} or None
         Both run gpnum's L-BFGS-B driver (:func:`gpnum.optim.lbfgs`, as :func:`gpnum.fit`) on

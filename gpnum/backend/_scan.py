@@ -4,14 +4,16 @@ The recursion of the odd/even (Blelloch-style) scan as in ``jax.lax.associative_
 neighbouring pairs, scan the half-length sequence recursively, then fill in the even positions.
 Depth O(log n) array operations, work O(n) combines. Each level is a handful of batched array
 operations, so a GPU (or NumPy's vectorised loops) does the work of one level at once instead of
-a Python loop over n steps.
+a Python loop over n steps. The hidden Markov models' forward-backward and Viterbi recursions
+(:mod:`gpnum.hmm`) and the Kalman filter and smoother (Sarkka & Garcia-Fernandez 2021) are
+written as such scans.
 """
 
 from __future__ import annotations
 
 from gpnum.backend import device_of
 
-__all__ = ["associative_scan"]
+__all__ = ["associative_scan", "vector_prefix_scan"]
 
 
 def _range(a, axis: int, start: int, stop: int, step: int = 1):
