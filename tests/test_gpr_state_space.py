@@ -156,6 +156,24 @@ def test_blocks_slabs_and_groups_change_nothing(monkeypatch, steps, slab, group)
         assert _rel(g2[key], g1[key]) < 1e-10
 
 
+@pytest.mark.parametrize("name", ["matern52", "matern32_plus_sho", "periodic_series"])
+def test_forms_without_terms_use_their_transitions(monkeypatch, name):
+    # a registered form may give A(dt) only (no expansion A = sum_k c_k E_k): the pass then
+    # forms its maps of A from the transitions themselves
+    monkeypatch.setattr(K.StateSpaceForm, "transition_terms", lambda self, dt: None)
+    t, y = _data()
+    ss, dense = _models(name, t, y)
+    v_ss, g_ss = ss.log_marginal_likelihood_and_grad()
+    v_d, g_d = dense.log_marginal_likelihood_and_grad()
+    assert abs(float(v_ss) - float(v_d)) <= 1e-9 * abs(float(v_d))
+    ref = sequential_lml(K.state_space_form(ss.kernel), t, y, 0.09, 0.15)
+    assert abs(float(v_ss) - ref) <= 1e-9 * abs(ref)
+    for key in g_d:
+        scale = max(abs(float(np.reshape(g_d[key], ()))), 1e-3 * abs(float(v_d)) / N)
+        assert abs(float(np.reshape(g_ss[key], ())) - float(np.reshape(g_d[key], ()))) \
+            <= 1e-9 * scale, key
+
+
 # ------------------------------------------------------------- predictions and samples
 def _new_inputs(t):
     rng = np.random.default_rng(5)

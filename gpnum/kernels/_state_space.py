@@ -65,13 +65,14 @@ class StateSpaceForm:
         ``d P_inf / d theta`` for each parameter of ``names``.
     """
 
-    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None):
+    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None, terms=None):
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
         self.dP_inf = dP_inf
         self._transition = transition
         self._transition_vjp = transition_vjp
+        self._terms = terms
 
     @property
     def state_dim(self) -> int:
@@ -82,6 +83,16 @@ class StateSpaceForm:
         """``A(dt)`` for steps ``dt`` (n,) >= 0: (n, J, J), and ``dA/dtheta`` (p, n, J, J) or
         None."""
         return self._transition(dt, need_grad)
+
+    def transition_terms(self, dt):
+        """``A(dt) = sum_k c_k(dt) E_k``: the coefficients ``c`` (n, K) and the constant
+        matrices ``E`` (K, J, J), or None for a form without such an expansion.
+
+        Every form here has one (``exp(-lam t) t^k / k!`` and ``N^k`` for a Matern, ``cos``,
+        ``sin`` and a rotation's parts, sums and products of them), so a solver forms all the
+        transitions, or any fixed linear map of them, by one matrix product ``c @ E``.
+        """
+        return None if self._terms is None else self._terms(dt)
 
     def transition_vjp(self, dt, A_bar):
         """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
@@ -200,9 +211,16 @@ def _matern_form(kernel, J):
         dA_lam = -tk * A + e * dpoly
         return A, xp.stack([dA_lam * dlam_dell, xp.zeros_like(A)])
 
+    def terms(dt):
+        # c_k = exp(-lam t) t^k / k!, E_k = N^k
+        cols = [xp.exp(-lam * dt)]
+        for k in range(1, J):
+            cols.append(cols[-1] * (dt / float(k)))
+        return xp.stack(cols, axis=1), xp.stack(powers)
+
     H = xp.concat([xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                    _zeros(var, (J - 1,))])
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition, terms=terms)
 
 
 # ------------------------------------------------------------------------------ others
@@ -225,8 +243,12 @@ def _cosine_form(kernel):
                       axis=-2)
         return A, xp.stack([dA, xp.zeros_like(A)])
 
+    def terms(dt):
+        return (xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=1),
+                xp.stack([_eye(var, 2), _matrix(var, [[0.0, -1.0], [1.0, 0.0]])]))
+
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition, terms=terms)
 
 
 def _constant_form(kernel):
@@ -237,8 +259,13 @@ def _constant_form(kernel):
         A = xp.ones((dt.shape[0], 1, 1), dtype=dt.dtype, device=device_of(dt))
         return A, (xp.zeros_like(A)[None, ...] if need_grad else None)
 
+    def terms(dt):
+        return (xp.ones((dt.shape[0], 1), dtype=dt.dtype, device=device_of(dt)),
+                _matrix(var, [[1.0]])[None, ...])
+
     return StateSpaceForm(("variance",), xp.ones((1,), dtype=var.dtype, device=device_of(var)),
-                          _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition)
+                          _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition,
+                          terms=terms)
 
 
 def _sho_form(kernel):
@@ -267,8 +294,13 @@ def _sho_form(kernel):
                          + (EdS_ * dd[name]) * N + ES_ * dN)
         return A, xp.stack(grads)
 
+    def terms(dt):
+        EC, ES, _ = sho_functions(dt, w0, Q)
+        return xp.stack([EC, ES], axis=1), xp.stack([eye, N])
+
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
-    return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition)
+    return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition,
+                          terms=terms)
 
 
 def _periodic_series_form(kernel):
@@ -323,14 +355,32 @@ def _periodic_series_form(kernel):
         zero = xp.zeros((), dtype=A_bar.dtype, device=device_of(A_bar))
         return xp.stack([zero, zero, zero + total])
 
+    # E: the constant's 1, then per rotation j its cos part (identity) and sin part
+    one = _zeros(var, (J, J))
+    one[0, 0] = 1.0
+    basis = [one]
+    for j in range(1, M + 1):
+        i = 2 * j - 1
+        cos_part, sin_part = _zeros(var, (J, J)), _zeros(var, (J, J))
+        cos_part[i, i] = cos_part[i + 1, i + 1] = 1.0
+        sin_part[i, i + 1], sin_part[i + 1, i] = -1.0, 1.0
+        basis += [cos_part, sin_part]
+    basis = xp.stack(basis)
+
+    def terms(dt):
+        cols = [xp.ones((dt.shape[0],), dtype=dt.dtype, device=device_of(dt))]
+        for co, si in rotations(dt):
+            cols += [co, si]
+        return xp.stack(cols, axis=1), basis
+
     return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
-                          transition_vjp)
+                          transition_vjp, terms)
 
 
 # ---------------------------------------------------------------------- sums and products
 def _prefixed(form, prefix):
     return StateSpaceForm([f"{prefix}.{n}" for n in form.names], form.H, form.P_inf,
-                          form.dP_inf, form._transition, form._transition_vjp)
+                          form.dP_inf, form._transition, form._transition_vjp, form._terms)
 
 
 def _block_diag(blocks):
@@ -383,8 +433,19 @@ def _sum_forms(forms):
             start = stop
         return xp.concat(out)
 
+    def terms(dt):
+        # the parts' coefficients side by side, their matrices on the diagonal blocks
+        parts = [f.transition_terms(dt) for f in forms]
+        basis = []
+        for i, (_, E) in enumerate(parts):
+            K = E.shape[0]
+            basis.append(_block_diag([E if j == i else _zeros(E, (K, J[j], J[j]))
+                                      for j in range(len(forms))]))
+        return xp.concat([c for c, _ in parts], axis=1), xp.concat(basis, axis=0)
+
+    with_terms = all(f._terms is not None for f in forms)
     return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition,
-                          transition_vjp)
+                          transition_vjp, terms if with_terms else None)
 
 
 def _kron(X, Y):
@@ -412,7 +473,16 @@ def _product_of_two(a, b):
             return A, None
         return A, xp.concat([_kron(dAa, Ab[None, ...]), _kron(Aa[None, ...], dAb)], axis=0)
 
-    return StateSpaceForm(a.names + b.names, _kron(a.H, b.H), P, dP, transition)
+    def terms(dt):
+        # A_a (x) A_b = sum_{k, l} c_k d_l (E_k (x) F_l)
+        (c, E), (d, F) = a.transition_terms(dt), b.transition_terms(dt)
+        cd = xp.reshape(c[:, :, None] * d[:, None, :], (dt.shape[0], -1))
+        EF = _kron(E[:, None, ...], F[None, ...])
+        return cd, xp.reshape(EF, (-1,) + tuple(EF.shape[-2:]))
+
+    with_terms = a._terms is not None and b._terms is not None
+    return StateSpaceForm(a.names + b.names, _kron(a.H, b.H), P, dP, transition,
+                          terms=terms if with_terms else None)
 
 
 def _product_forms(forms):

@@ -61,8 +61,9 @@ from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_sc
 __all__ = ["lml_blocked", "steps_per_block"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-#: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2).
-SLAB = 1 << 16
+#: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2), small
+#: enough that a slab's transitions stay in a core's cache while its steps use them.
+SLAB = 1 << 14
 #: Steps whose filtered states pass 3 keeps at once (the gradient's memory).
 GROUP = 1 << 20
 #: Most blocks a step's arrays hold (see :func:`steps_per_block`).
@@ -100,17 +101,47 @@ class _Layout:
         first = xp.concat([xp.zeros((1,), dtype=dt.dtype, device=dev),
                            xp.ones((self.B - 1,), dtype=dt.dtype, device=dev)])
         self.keep0 = first[:, None, None]
+        self.first_is_prior = True
 
 
-def _transitions(form, lay, l0, l1, xp):
-    """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block."""
+def _transition_maps(form, dt, maps, first_zero, xp):
+    """``[M(A(dt_k)) for every step k]`` for linear maps ``M`` of a (J, J) matrix (``maps``:
+    callables on stacks (..., J, J)), float64, each (n,) + the map's shape; ``first_zero``:
+    ``A = 0`` for the first step.
+
+    With the form's expansion ``A = sum_k c_k E_k`` (:meth:`StateSpaceForm.transition_terms`)
+    a map costs one product ``c @ M(E)``; without, ``M`` runs on the formed transitions.
+    """
+    n = dt.shape[0]
+    terms = form.transition_terms(dt)
+    if terms is None:
+        A, _ = form.transition(dt)
+        A = xp.astype(A, xp.float64, copy=False)
+        if first_zero:
+            A = xp.concat([A[:1, ...] * 0.0, A[1:, ...]], axis=0)
+        return [M(A) for M in maps]
+    c = xp.astype(terms[0], xp.float64, copy=False)
+    if first_zero:
+        c = xp.concat([c[:1, :] * 0.0, c[1:, :]], axis=0)
+    E = xp.astype(terms[1], xp.float64, copy=False)
+    K = E.shape[0]
+    out = []
+    for M in maps:
+        ME = M(E)
+        shape = tuple(ME.shape[1:])
+        out.append(xp.reshape(c @ xp.reshape(ME, (K, -1)), (n,) + shape))
+    return out
+
+
+def _transitions(form, lay, l0, l1, xp, maps=None):
+    """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block (or the
+    linear ``maps`` of it, :func:`_transition_maps`), ``A_0 = 0`` for the series' first."""
     dt = xp.reshape(lay.dt[l0:l1, :], (-1,))
-    A, _ = form.transition(dt)
-    A = xp.astype(A, xp.float64, copy=False)
-    A = xp.reshape(A, (l1 - l0, lay.B) + tuple(A.shape[-2:]))
-    if l0 == 0:
-        A = xp.concat([(A[0, ...] * lay.keep0)[None, ...], A[1:, ...]], axis=0)
-    return A
+    # row 0 of the slab is block 0's first step when the slab starts the blocks
+    first_zero = l0 == 0 and lay.first_is_prior
+    out = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp)
+    res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in out]
+    return res[0] if maps is None else res
 
 
 def _slabs(lay):
@@ -123,8 +154,9 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     """Every block's element ``(Phi, b, C, eta, Jm)`` and constant ``c`` (pass 1).
 
     The covariance rides as ``D = C - P_inf`` and beside ``Phi`` and ``b`` in one array
-    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``A W``, one
-    ``(A D) A^T``, one ``h^T [D- | A Phi | A b]`` and one rank-one update; the sums ``Jm``,
+    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``[A; h^T A] W``,
+    one ``(A D) A^T`` of the first J columns (its last row ``h^T A D A^T``: the innovation's
+    row comes with the products) and one rank-one update; the sums ``Jm``,
     ``eta`` and ``sum r^2 / S`` come from one product of the stored
     ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after each slab of steps.
     """
@@ -136,25 +168,26 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     hP = h @ P_inf
     Z = xp.zeros((B, J + 1, J + 1), dtype=xp.float64, device=dev)
     logS = xp.zeros((B,), dtype=xp.float64, device=dev)
+
+    def with_h(A):  # [A; h^T A]: the product with it also gives the innovation's row
+        return xp.concat([A, (h @ A)[..., None, :]], axis=-2)
+
     for l0, l1 in _slabs(lay):
-        As = _transitions(form, lay, l0, l1, xp)
-        # A^T of the slab, stored contiguously (a product with a transposed view is slower)
-        At = xp.reshape(xp.reshape(_t(As), (l1 - l0, B, J * J)), (l1 - l0, B, J, J))
+        # [A; h^T A] and A^T of the slab, both stored contiguously
+        Ah, At = _transitions(form, lay, l0, l1, xp, maps=[with_h, _t])
         # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
         off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
                          xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
                          -lay.y[l0:l1, :, None]], axis=2)
         zs, Ss = [], []
         for k in range(l0, l1):
-            # U and gz are new arrays of this step: updated in place (no copies)
-            U = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
+            # U is a new array of this step: updated in place (no copy)
+            U = Ah[k - l0, ...] @ W                  # [A D | A Phi | A b] and h^T of it
             U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
-            gz = h @ U
-            gz += off[k - l0, ...]                               # [g | z]
+            gz = U[:, J, :] + off[k - l0, ...]                   # [g | z]
             S = gz[:, :J] @ h + R
             kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
-            U -= kg[:, :, None] * gz[:, None, :]
-            W = U
+            W = U[:, :J, :] - kg[:, :, None] * gz[:, None, :]
             zs.append(gz[:, J:])
             Ss.append(S)
         # Z += sum_k (w_k / S_k) z_k z_k^T per block, over the slab's steps
@@ -289,6 +322,7 @@ class _Sub:
         self.dt, self.y, self.w = lay.dt[:, cols], lay.y[:, cols], lay.w[:, cols]
         self.B = self.dt.shape[1]
         self.keep0 = lay.keep0[cols, ...]
+        self.first_is_prior = cols.start in (None, 0)
 
 
 # ------------------------------------------------------------------------ entry point
