@@ -63,7 +63,7 @@ __all__ = ["lml_blocked", "steps_per_block"]
 _LOG_2PI = math.log(2.0 * math.pi)
 #: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2), small
 #: enough that a slab's transitions stay in a core's cache while its steps use them.
-SLAB = 1 << 14
+SLAB = 1 << 13
 #: Steps whose filtered states pass 3 keeps at once (the gradient's memory).
 GROUP = 1 << 20
 #: Most blocks a step's arrays hold (see :func:`steps_per_block`).
