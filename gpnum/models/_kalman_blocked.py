@@ -169,22 +169,23 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     Z = xp.zeros((B, J + 1, J + 1), dtype=xp.float64, device=dev)
     logS = xp.zeros((B,), dtype=xp.float64, device=dev)
 
+    # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
+    off = xp.concat([xp.broadcast_to(hP, (B, J)), xp.zeros((B, J + 1), dtype=xp.float64,
+                                                           device=dev)], axis=1)
+
     def with_h(A):  # [A; h^T A]: the product with it also gives the innovation's row
         return xp.concat([A, (h @ A)[..., None, :]], axis=-2)
 
     for l0, l1 in _slabs(lay):
         # [A; h^T A] and A^T of the slab, both stored contiguously
         Ah, At = _transitions(form, lay, l0, l1, xp, maps=[with_h, _t])
-        # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
-        off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
-                         xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
-                         -lay.y[l0:l1, :, None]], axis=2)
         zs, Ss = [], []
         for k in range(l0, l1):
             # U is a new array of this step: updated in place (no copy)
             U = Ah[k - l0, ...] @ W                  # [A D | A Phi | A b] and h^T of it
             U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
-            gz = U[:, J, :] + off[k - l0, ...]                   # [g | z]
+            off[:, 2 * J] = -lay.y[k, :]
+            gz = U[:, J, :] + off                                # [g | z]
             S = gz[:, :J] @ h + R
             kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
             W = U[:, :J, :] - kg[:, :, None] * gz[:, None, :]
