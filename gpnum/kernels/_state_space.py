@@ -5,7 +5,8 @@ has, for a step ``dt >= 0``, the transition ``A(dt) = exp(F dt)``, the stationar
 ``P_inf`` and the process noise ``Q(dt) = P_inf - A(dt) P_inf A(dt)^T``, and its covariance is
 ``k(dt) = H A(dt) P_inf H^T`` (Hartikainen & Sarkka 2010; Sarkka & Solin 2019, ch. 12).
 A form here gives ``H``, ``P_inf``, ``A(dt)`` for an array of steps, ``Q(dt)``, and their
-derivatives w.r.t. every hyper-parameter of the kernel, derived by hand:
+derivatives w.r.t. every hyper-parameter of the kernel, derived by hand, and ``A(dt)`` as a
+sum ``sum_k c_k(dt) E_k`` of constant matrices (:meth:`StateSpaceForm.transition_terms`):
 
 - Matern-nu, nu = J - 1/2 (J = 1, 2, 3): ``F`` is the companion matrix of ``(s + lam)^J``,
   ``lam = sqrt(2 nu) / lengthscale``; ``N = F + lam I`` is nilpotent, so
