@@ -67,6 +67,7 @@ class StateSpaceForm:
     """
 
     def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None, terms=None):
+        # terms: (coefficients, E): A(dt) = coefficients(dt) @ E over E's first axis
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
@@ -91,9 +92,13 @@ class StateSpaceForm:
 
         Every form here has one (``exp(-lam t) t^k / k!`` and ``N^k`` for a Matern, ``cos``,
         ``sin`` and a rotation's parts, sums and products of them), so a solver forms all the
-        transitions, or any fixed linear map of them, by one matrix product ``c @ E``.
+        transitions, or any fixed linear map of them, by one matrix product ``c @ E``. ``E``
+        is the same array for every ``dt`` (formed with the form).
         """
-        return None if self._terms is None else self._terms(dt)
+        if self._terms is None:
+            return None
+        coefficients, basis = self._terms
+        return coefficients(dt), basis
 
     def transition_vjp(self, dt, A_bar):
         """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
@@ -212,16 +217,17 @@ def _matern_form(kernel, J):
         dA_lam = -tk * A + e * dpoly
         return A, xp.stack([dA_lam * dlam_dell, xp.zeros_like(A)])
 
-    def terms(dt):
+    def coefficients(dt):
         # c_k = exp(-lam t) t^k / k!, E_k = N^k
         cols = [xp.exp(-lam * dt)]
         for k in range(1, J):
             cols.append(cols[-1] * (dt / float(k)))
-        return xp.stack(cols, axis=1), xp.stack(powers)
+        return xp.stack(cols, axis=1)
 
     H = xp.concat([xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                    _zeros(var, (J - 1,))])
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition, terms=terms)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition,
+                          terms=(coefficients, xp.stack(powers)))
 
 
 # ------------------------------------------------------------------------------ others
@@ -244,12 +250,13 @@ def _cosine_form(kernel):
                       axis=-2)
         return A, xp.stack([dA, xp.zeros_like(A)])
 
-    def terms(dt):
-        return (xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=1),
-                xp.stack([_eye(var, 2), _matrix(var, [[0.0, -1.0], [1.0, 0.0]])]))
+    def coefficients(dt):
+        return xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=1)
 
+    basis = xp.stack([_eye(var, 2), _matrix(var, [[0.0, -1.0], [1.0, 0.0]])])
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition, terms=terms)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition,
+                          terms=(coefficients, basis))
 
 
 def _constant_form(kernel):
@@ -260,13 +267,12 @@ def _constant_form(kernel):
         A = xp.ones((dt.shape[0], 1, 1), dtype=dt.dtype, device=device_of(dt))
         return A, (xp.zeros_like(A)[None, ...] if need_grad else None)
 
-    def terms(dt):
-        return (xp.ones((dt.shape[0], 1), dtype=dt.dtype, device=device_of(dt)),
-                _matrix(var, [[1.0]])[None, ...])
+    def coefficients(dt):
+        return xp.ones((dt.shape[0], 1), dtype=dt.dtype, device=device_of(dt))
 
     return StateSpaceForm(("variance",), xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                           _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition,
-                          terms=terms)
+                          terms=(coefficients, _matrix(var, [[1.0]])[None, ...]))
 
 
 def _sho_form(kernel):
@@ -295,13 +301,13 @@ def _sho_form(kernel):
                          + (EdS_ * dd[name]) * N + ES_ * dN)
         return A, xp.stack(grads)
 
-    def terms(dt):
+    def coefficients(dt):
         EC, ES, _ = sho_functions(dt, w0, Q)
-        return xp.stack([EC, ES], axis=1), xp.stack([eye, N])
+        return xp.stack([EC, ES], axis=1)
 
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
     return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition,
-                          terms=terms)
+                          terms=(coefficients, xp.stack([eye, N])))
 
 
 def _periodic_series_form(kernel):
@@ -368,14 +374,14 @@ def _periodic_series_form(kernel):
         basis += [cos_part, sin_part]
     basis = xp.stack(basis)
 
-    def terms(dt):
+    def coefficients(dt):
         cols = [xp.ones((dt.shape[0],), dtype=dt.dtype, device=device_of(dt))]
         for co, si in rotations(dt):
             cols += [co, si]
-        return xp.stack(cols, axis=1), basis
+        return xp.stack(cols, axis=1)
 
     return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
-                          transition_vjp, terms)
+                          transition_vjp, (coefficients, basis))
 
 
 # ---------------------------------------------------------------------- sums and products
@@ -434,19 +440,20 @@ def _sum_forms(forms):
             start = stop
         return xp.concat(out)
 
-    def terms(dt):
+    terms = None
+    if all(f._terms is not None for f in forms):
         # the parts' coefficients side by side, their matrices on the diagonal blocks
-        parts = [f.transition_terms(dt) for f in forms]
-        basis = []
-        for i, (_, E) in enumerate(parts):
-            K = E.shape[0]
-            basis.append(_block_diag([E if j == i else _zeros(E, (K, J[j], J[j]))
-                                      for j in range(len(forms))]))
-        return xp.concat([c for c, _ in parts], axis=1), xp.concat(basis, axis=0)
+        def coefficients(dt):
+            return xp.concat([f._terms[0](dt) for f in forms], axis=1)
 
-    with_terms = all(f._terms is not None for f in forms)
+        basis = []
+        for i, f in enumerate(forms):
+            E = f._terms[1]
+            basis.append(_block_diag([E if j == i else _zeros(E, (E.shape[0], J[j], J[j]))
+                                      for j in range(len(forms))]))
+        terms = (coefficients, xp.concat(basis, axis=0))
     return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition,
-                          transition_vjp, terms if with_terms else None)
+                          transition_vjp, terms)
 
 
 def _kron(X, Y):
@@ -474,16 +481,17 @@ def _product_of_two(a, b):
             return A, None
         return A, xp.concat([_kron(dAa, Ab[None, ...]), _kron(Aa[None, ...], dAb)], axis=0)
 
-    def terms(dt):
+    terms = None
+    if a._terms is not None and b._terms is not None:
         # A_a (x) A_b = sum_{k, l} c_k d_l (E_k (x) F_l)
-        (c, E), (d, F) = a.transition_terms(dt), b.transition_terms(dt)
-        cd = xp.reshape(c[:, :, None] * d[:, None, :], (dt.shape[0], -1))
-        EF = _kron(E[:, None, ...], F[None, ...])
-        return cd, xp.reshape(EF, (-1,) + tuple(EF.shape[-2:]))
+        def coefficients(dt):
+            c, d = a._terms[0](dt), b._terms[0](dt)
+            return xp.reshape(c[:, :, None] * d[:, None, :], (dt.shape[0], -1))
 
-    with_terms = a._terms is not None and b._terms is not None
+        EF = _kron(a._terms[1][:, None, ...], b._terms[1][None, ...])
+        terms = (coefficients, xp.reshape(EF, (-1,) + tuple(EF.shape[-2:])))
     return StateSpaceForm(a.names + b.names, _kron(a.H, b.H), P, dP, transition,
-                          terms=terms if with_terms else None)
+                          terms=terms)
 
 
 def _product_forms(forms):

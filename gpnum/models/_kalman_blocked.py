@@ -104,13 +104,14 @@ class _Layout:
         self.first_is_prior = True
 
 
-def _transition_maps(form, dt, maps, first_zero, xp):
+def _transition_maps(form, dt, maps, first_zero, xp, cache=None):
     """``[M(A(dt_k)) for every step k]`` for linear maps ``M`` of a (J, J) matrix (``maps``:
     callables on stacks (..., J, J)), float64, each (n,) + the map's shape; ``first_zero``:
     ``A = 0`` for the first step.
 
     With the form's expansion ``A = sum_k c_k E_k`` (:meth:`StateSpaceForm.transition_terms`)
-    a map costs one product ``c @ M(E)``; without, ``M`` runs on the formed transitions.
+    a map costs one product ``c @ M(E)`` (``M(E)`` kept in the dict ``cache`` for the next
+    call, ``E`` being the same); without, ``M`` runs on the formed transitions.
     """
     n = dt.shape[0]
     terms = form.transition_terms(dt)
@@ -123,23 +124,22 @@ def _transition_maps(form, dt, maps, first_zero, xp):
     c = xp.astype(terms[0], xp.float64, copy=False)
     if first_zero:
         c = xp.concat([c[:1, :] * 0.0, c[1:, :]], axis=0)
-    E = xp.astype(terms[1], xp.float64, copy=False)
-    K = E.shape[0]
-    out = []
-    for M in maps:
-        ME = M(E)
-        shape = tuple(ME.shape[1:])
-        out.append(xp.reshape(c @ xp.reshape(ME, (K, -1)), (n,) + shape))
-    return out
+    cache = {} if cache is None else cache
+    if "maps" not in cache:
+        E = xp.astype(terms[1], xp.float64, copy=False)
+        ME = [M(E) for M in maps]
+        cache["maps"] = [(xp.reshape(m, (E.shape[0], -1)), tuple(m.shape[1:])) for m in ME]
+    return [xp.reshape(c @ m, (n,) + shape) for m, shape in cache["maps"]]
 
 
-def _transitions(form, lay, l0, l1, xp, maps=None):
+def _transitions(form, lay, l0, l1, xp, maps=None, cache=None):
     """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block (or the
     linear ``maps`` of it, :func:`_transition_maps`), ``A_0 = 0`` for the series' first."""
     dt = xp.reshape(lay.dt[l0:l1, :], (-1,))
     # row 0 of the slab is block 0's first step when the slab starts the blocks
     first_zero = l0 == 0 and lay.first_is_prior
-    out = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp)
+    out = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp,
+                           cache)
     res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in out]
     return res[0] if maps is None else res
 
@@ -176,9 +176,10 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     def with_h(A):  # [A; h^T A]: the product with it also gives the innovation's row
         return xp.concat([A, (h @ A)[..., None, :]], axis=-2)
 
+    cache = {}
     for l0, l1 in _slabs(lay):
         # [A; h^T A] and A^T of the slab, both stored contiguously
-        Ah, At = _transitions(form, lay, l0, l1, xp, maps=[with_h, _t])
+        Ah, At = _transitions(form, lay, l0, l1, xp, maps=[with_h, _t], cache=cache)
         zs, Ss = [], []
         for k in range(l0, l1):
             # U is a new array of this step: updated in place (no copy)
@@ -255,7 +256,8 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
     from ``(m_end, P_end)``. Returns the gradient w.r.t. the kernel's parameters (through
     ``A``), ``P_inf`` (J, J), ``R`` and the sum of the observations' adjoints."""
     sub = _Sub(lay, cols)
-    A_all = [_transitions(form, sub, l0, l1, xp) for l0, l1 in _slabs(sub)]
+    cache = {}
+    A_all = [_transitions(form, sub, l0, l1, xp, cache=cache) for l0, l1 in _slabs(sub)]
     slabs = _slabs(sub)
     m, P = mu, Sig
     ms, Ps = [], []
