@@ -156,6 +156,24 @@ def test_blocks_slabs_and_groups_change_nothing(monkeypatch, steps, slab, group)
         assert _rel(g2[key], g1[key]) < 1e-10
 
 
+@pytest.mark.parametrize("name", ["matern52", "matern32_plus_sho", "periodic_series"])
+def test_forms_without_terms_use_their_transitions(monkeypatch, name):
+    # a registered form may give A(dt) only (no expansion A = sum_k c_k E_k): the pass then
+    # forms its maps of A from the transitions themselves
+    monkeypatch.setattr(K.StateSpaceForm, "transition_terms", lambda self, dt: None)
+    t, y = _data()
+    ss, dense = _models(name, t, y)
+    v_ss, g_ss = ss.log_marginal_likelihood_and_grad()
+    v_d, g_d = dense.log_marginal_likelihood_and_grad()
+    assert abs(float(v_ss) - float(v_d)) <= 1e-9 * abs(float(v_d))
+    ref = sequential_lml(K.state_space_form(ss.kernel), t, y, 0.09, 0.15)
+    assert abs(float(v_ss) - ref) <= 1e-9 * abs(ref)
+    for key in g_d:
+        scale = max(abs(float(np.reshape(g_d[key], ()))), 1e-3 * abs(float(v_d)) / N)
+        assert abs(float(np.reshape(g_ss[key], ())) - float(np.reshape(g_d[key], ()))) \
+            <= 1e-9 * scale, key
+
+
 # ------------------------------------------------------------- predictions and samples
 def _new_inputs(t):
     rng = np.random.default_rng(5)
@@ -189,6 +207,26 @@ def test_full_covariance_matches_dense_gpr(name):
     assert _rel(cov_ss, cov_d) < 1e-9
 
 
+def test_sorted_inputs_skip_the_sort():
+    # inputs in order (ties kept) take the path without a sort: same answers as the dense GPR
+    t, y = _data()
+    order = np.argsort(t, kind="stable")
+    t, y = t[order], y[order]
+    ss, dense = _models("matern32_plus_sho", t, y)
+    v_ss, g_ss = ss.log_marginal_likelihood_and_grad()
+    v_d, g_d = dense.log_marginal_likelihood_and_grad()
+    assert abs(float(v_ss) - float(v_d)) <= 1e-9 * abs(float(v_d))
+    for key in g_d:
+        scale = max(abs(float(np.reshape(g_d[key], ()))), 1e-3 * abs(float(v_d)) / N)
+        assert abs(float(np.reshape(g_ss[key], ())) - float(np.reshape(g_d[key], ()))) \
+            <= 1e-9 * scale, key
+    Xs = _new_inputs(t)[:, None]
+    mu_ss, cov_ss = ss.predict_f(Xs, full_cov=True)
+    mu_d, cov_d = dense.predict_f(Xs, full_cov=True)
+    assert _rel(mu_ss, mu_d) < 1e-9
+    assert _rel(cov_ss, cov_d) < 1e-9
+
+
 def test_samples_match_the_dense_posterior():
     t, y = _data(n=80, seed=3)
     ss, dense = _models("matern32_plus_sho", t, y)
@@ -206,8 +244,12 @@ def test_samples_match_the_dense_posterior():
 
 
 # ------------------------------------------------------------- backends, dtypes
-def test_every_backend_against_float64_dense(xp, dtype, device, to_xp):
+@pytest.mark.parametrize("in_order", [False, True])  # True: the path without a sort
+def test_every_backend_against_float64_dense(xp, dtype, device, to_xp, in_order):
     t, y = _data(n=200, seed=4)
+    if in_order:
+        order = np.argsort(t, kind="stable")
+        t, y = t[order], y[order]
     t32 = t.astype(np.float32).astype(np.float64)  # the inputs a float32 model sees
     kw = {"xp": xp, "dtype": dtype, "device": device}
     kern = _kernels(**kw)["matern32_plus_sho"]

@@ -181,6 +181,21 @@ def test_transition_vjp_is_the_contraction_with_dA(name):
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", KERNEL_IDS)
+def test_transition_terms_give_the_gram(name):
+    # A(dt) = sum_k c_k(dt) E_k, the expansion the likelihood's pass forms its transitions by
+    kernel = _kernels()[name]
+    form = K.state_space_form(kernel)
+    c, E = form.transition_terms(LAGS)
+    c, E = np.asarray(c), np.asarray(E)
+    J = form.state_dim
+    assert c.shape == (len(LAGS), E.shape[0]) and E.shape[1:] == (J, J)
+    A = np.einsum("nk,kij->nij", c, E)
+    implied = np.einsum("j,jk,nlk,l->n", form.H, form.P_inf, A, form.H)
+    np.testing.assert_allclose(implied, _gram_at_lags(kernel, LAGS), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(A[0], np.eye(J), atol=1e-15)
+
+
 def test_form_on_every_backend(xp, dtype, device, to_xp):
     kernel = (K.Matern32(lengthscale=0.8, variance=1.4, xp=xp, dtype=dtype, device=device)
               + K.SHO(1.2, 1.7, 3.0, xp=xp, dtype=dtype, device=device))
@@ -192,6 +207,10 @@ def test_form_on_every_backend(xp, dtype, device, to_xp):
     implied = (A @ (form.P_inf @ form.H)) @ form.H
     expected = _gram_at_lags(K.Matern32(0.8, 1.4) + K.SHO(1.2, 1.7, 3.0), LAGS)
     tol = 1e-5 if dtype == xp.float32 else 1e-12
+    np.testing.assert_allclose(to_numpy(implied), expected, atol=tol)
+    c, E = form.transition_terms(lags)
+    A_terms = xp.reshape(c @ xp.reshape(E, (E.shape[0], -1)), tuple(A.shape))
+    implied = (A_terms @ (form.P_inf @ form.H)) @ form.H
     np.testing.assert_allclose(to_numpy(implied), expected, atol=tol)
 
 

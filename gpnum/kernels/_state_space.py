@@ -5,7 +5,8 @@ has, for a step ``dt >= 0``, the transition ``A(dt) = exp(F dt)``, the stationar
 ``P_inf`` and the process noise ``Q(dt) = P_inf - A(dt) P_inf A(dt)^T``, and its covariance is
 ``k(dt) = H A(dt) P_inf H^T`` (Hartikainen & Sarkka 2010; Sarkka & Solin 2019, ch. 12).
 A form here gives ``H``, ``P_inf``, ``A(dt)`` for an array of steps, ``Q(dt)``, and their
-derivatives w.r.t. every hyper-parameter of the kernel, derived by hand:
+derivatives w.r.t. every hyper-parameter of the kernel, derived by hand, and ``A(dt)`` as a
+sum ``sum_k c_k(dt) E_k`` of constant matrices (:meth:`StateSpaceForm.transition_terms`):
 
 - Matern-nu, nu = J - 1/2 (J = 1, 2, 3): ``F`` is the companion matrix of ``(s + lam)^J``,
   ``lam = sqrt(2 nu) / lengthscale``; ``N = F + lam I`` is nilpotent, so
@@ -65,13 +66,15 @@ class StateSpaceForm:
         ``d P_inf / d theta`` for each parameter of ``names``.
     """
 
-    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None):
+    def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None, terms=None):
+        # terms: (coefficients, E): A(dt) = coefficients(dt) @ E over E's first axis
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
         self.dP_inf = dP_inf
         self._transition = transition
         self._transition_vjp = transition_vjp
+        self._terms = terms
 
     @property
     def state_dim(self) -> int:
@@ -82,6 +85,20 @@ class StateSpaceForm:
         """``A(dt)`` for steps ``dt`` (n,) >= 0: (n, J, J), and ``dA/dtheta`` (p, n, J, J) or
         None."""
         return self._transition(dt, need_grad)
+
+    def transition_terms(self, dt):
+        """``A(dt) = sum_k c_k(dt) E_k``: the coefficients ``c`` (n, K) and the constant
+        matrices ``E`` (K, J, J), or None for a form without such an expansion.
+
+        Every form here has one (``exp(-lam t) t^k / k!`` and ``N^k`` for a Matern, ``cos``,
+        ``sin`` and a rotation's parts, sums and products of them), so a solver forms all the
+        transitions, or any fixed linear map of them, by one matrix product ``c @ E``. ``E``
+        is the same array for every ``dt`` (formed with the form).
+        """
+        if self._terms is None:
+            return None
+        coefficients, basis = self._terms
+        return coefficients(dt), basis
 
     def transition_vjp(self, dt, A_bar):
         """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
@@ -200,9 +217,17 @@ def _matern_form(kernel, J):
         dA_lam = -tk * A + e * dpoly
         return A, xp.stack([dA_lam * dlam_dell, xp.zeros_like(A)])
 
+    def coefficients(dt):
+        # c_k = exp(-lam t) t^k / k!, E_k = N^k
+        cols = [xp.exp(-lam * dt)]
+        for k in range(1, J):
+            cols.append(cols[-1] * (dt / float(k)))
+        return xp.stack(cols, axis=1)
+
     H = xp.concat([xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                    _zeros(var, (J - 1,))])
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition,
+                          terms=(coefficients, xp.stack(powers)))
 
 
 # ------------------------------------------------------------------------------ others
@@ -225,8 +250,13 @@ def _cosine_form(kernel):
                       axis=-2)
         return A, xp.stack([dA, xp.zeros_like(A)])
 
+    def coefficients(dt):
+        return xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=1)
+
+    basis = xp.stack([_eye(var, 2), _matrix(var, [[0.0, -1.0], [1.0, 0.0]])])
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
-    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition)
+    return StateSpaceForm(("lengthscale", "variance"), H, P, dP, transition,
+                          terms=(coefficients, basis))
 
 
 def _constant_form(kernel):
@@ -237,8 +267,12 @@ def _constant_form(kernel):
         A = xp.ones((dt.shape[0], 1, 1), dtype=dt.dtype, device=device_of(dt))
         return A, (xp.zeros_like(A)[None, ...] if need_grad else None)
 
+    def coefficients(dt):
+        return xp.ones((dt.shape[0], 1), dtype=dt.dtype, device=device_of(dt))
+
     return StateSpaceForm(("variance",), xp.ones((1,), dtype=var.dtype, device=device_of(var)),
-                          _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition)
+                          _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition,
+                          terms=(coefficients, _matrix(var, [[1.0]])[None, ...]))
 
 
 def _sho_form(kernel):
@@ -267,8 +301,13 @@ def _sho_form(kernel):
                          + (EdS_ * dd[name]) * N + ES_ * dN)
         return A, xp.stack(grads)
 
+    def coefficients(dt):
+        EC, ES, _ = sho_functions(dt, w0, Q)
+        return xp.stack([EC, ES], axis=1)
+
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
-    return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition)
+    return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition,
+                          terms=(coefficients, xp.stack([eye, N])))
 
 
 def _periodic_series_form(kernel):
@@ -323,14 +362,32 @@ def _periodic_series_form(kernel):
         zero = xp.zeros((), dtype=A_bar.dtype, device=device_of(A_bar))
         return xp.stack([zero, zero, zero + total])
 
+    # E: the constant's 1, then per rotation j its cos part (identity) and sin part
+    one = _zeros(var, (J, J))
+    one[0, 0] = 1.0
+    basis = [one]
+    for j in range(1, M + 1):
+        i = 2 * j - 1
+        cos_part, sin_part = _zeros(var, (J, J)), _zeros(var, (J, J))
+        cos_part[i, i] = cos_part[i + 1, i + 1] = 1.0
+        sin_part[i, i + 1], sin_part[i + 1, i] = -1.0, 1.0
+        basis += [cos_part, sin_part]
+    basis = xp.stack(basis)
+
+    def coefficients(dt):
+        cols = [xp.ones((dt.shape[0],), dtype=dt.dtype, device=device_of(dt))]
+        for co, si in rotations(dt):
+            cols += [co, si]
+        return xp.stack(cols, axis=1)
+
     return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
-                          transition_vjp)
+                          transition_vjp, (coefficients, basis))
 
 
 # ---------------------------------------------------------------------- sums and products
 def _prefixed(form, prefix):
     return StateSpaceForm([f"{prefix}.{n}" for n in form.names], form.H, form.P_inf,
-                          form.dP_inf, form._transition, form._transition_vjp)
+                          form.dP_inf, form._transition, form._transition_vjp, form._terms)
 
 
 def _block_diag(blocks):
@@ -383,8 +440,20 @@ def _sum_forms(forms):
             start = stop
         return xp.concat(out)
 
+    terms = None
+    if all(f._terms is not None for f in forms):
+        # the parts' coefficients side by side, their matrices on the diagonal blocks
+        def coefficients(dt):
+            return xp.concat([f._terms[0](dt) for f in forms], axis=1)
+
+        basis = []
+        for i, f in enumerate(forms):
+            E = f._terms[1]
+            basis.append(_block_diag([E if j == i else _zeros(E, (E.shape[0], J[j], J[j]))
+                                      for j in range(len(forms))]))
+        terms = (coefficients, xp.concat(basis, axis=0))
     return StateSpaceForm(names, xp.concat([f.H for f in forms]), P, dP, transition,
-                          transition_vjp)
+                          transition_vjp, terms)
 
 
 def _kron(X, Y):
@@ -412,7 +481,17 @@ def _product_of_two(a, b):
             return A, None
         return A, xp.concat([_kron(dAa, Ab[None, ...]), _kron(Aa[None, ...], dAb)], axis=0)
 
-    return StateSpaceForm(a.names + b.names, _kron(a.H, b.H), P, dP, transition)
+    terms = None
+    if a._terms is not None and b._terms is not None:
+        # A_a (x) A_b = sum_{k, l} c_k d_l (E_k (x) F_l)
+        def coefficients(dt):
+            c, d = a._terms[0](dt), b._terms[0](dt)
+            return xp.reshape(c[:, :, None] * d[:, None, :], (dt.shape[0], -1))
+
+        EF = _kron(a._terms[1][:, None, ...], b._terms[1][None, ...])
+        terms = (coefficients, xp.reshape(EF, (-1,) + tuple(EF.shape[-2:])))
+    return StateSpaceForm(a.names + b.names, _kron(a.H, b.H), P, dP, transition,
+                          terms=terms)
 
 
 def _product_forms(forms):

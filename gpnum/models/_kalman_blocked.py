@@ -61,8 +61,9 @@ from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_sc
 __all__ = ["lml_blocked", "steps_per_block"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-#: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2).
-SLAB = 1 << 16
+#: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2), small
+#: enough that a slab's transitions stay in a core's cache while its steps use them.
+SLAB = 1 << 13
 #: Steps whose filtered states pass 3 keeps at once (the gradient's memory).
 GROUP = 1 << 20
 #: Most blocks a step's arrays hold (see :func:`steps_per_block`).
@@ -100,23 +101,53 @@ class _Layout:
         first = xp.concat([xp.zeros((1,), dtype=dt.dtype, device=dev),
                            xp.ones((self.B - 1,), dtype=dt.dtype, device=dev)])
         self.keep0 = first[:, None, None]
+        self.first_is_prior = True
         # several series: every series' first step restarts from the prior too (A = 0)
         self.keep = None if reset is None else _t(xp.reshape(xp.concat(
             [xp.astype(~reset, dt.dtype), xp.ones((pad,), dtype=dt.dtype, device=dev)]),
             (self.B, L)))
 
 
-def _transitions(form, lay, l0, l1, xp):
-    """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block."""
+def _transition_maps(form, dt, maps, first_zero, xp, cache=None):
+    """``[M(A(dt_k)) for every step k]`` for linear maps ``M`` of a (J, J) matrix (``maps``:
+    callables on stacks (..., J, J)), float64, each (n,) + the map's shape; ``first_zero``:
+    ``A = 0`` for the first step.
+
+    With the form's expansion ``A = sum_k c_k E_k`` (:meth:`StateSpaceForm.transition_terms`)
+    a map costs one product ``c @ M(E)`` (``M(E)`` kept in the dict ``cache`` for the next
+    call, ``E`` being the same); without, ``M`` runs on the formed transitions.
+    """
+    n = dt.shape[0]
+    terms = form.transition_terms(dt)
+    if terms is None:
+        A, _ = form.transition(dt)
+        A = xp.astype(A, xp.float64, copy=False)
+        if first_zero:
+            A = xp.concat([A[:1, ...] * 0.0, A[1:, ...]], axis=0)
+        return [M(A) for M in maps]
+    c = xp.astype(terms[0], xp.float64, copy=False)
+    if first_zero:
+        c = xp.concat([c[:1, :] * 0.0, c[1:, :]], axis=0)
+    cache = {} if cache is None else cache
+    if "maps" not in cache:
+        E = xp.astype(terms[1], xp.float64, copy=False)
+        ME = [M(E) for M in maps]
+        cache["maps"] = [(xp.reshape(m, (E.shape[0], -1)), tuple(m.shape[1:])) for m in ME]
+    return [xp.reshape(c @ m, (n,) + shape) for m, shape in cache["maps"]]
+
+
+def _transitions(form, lay, l0, l1, xp, maps=None, cache=None):
+    """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block (or the
+    linear ``maps`` of it, :func:`_transition_maps`), ``A_0 = 0`` for the series' first."""
     dt = xp.reshape(lay.dt[l0:l1, :], (-1,))
-    A, _ = form.transition(dt)
-    A = xp.astype(A, xp.float64, copy=False)
-    A = xp.reshape(A, (l1 - l0, lay.B) + tuple(A.shape[-2:]))
-    if l0 == 0:
-        A = xp.concat([(A[0, ...] * lay.keep0)[None, ...], A[1:, ...]], axis=0)
-    if lay.keep is not None:
-        A = A * lay.keep[l0:l1, :, None, None]
-    return A
+    # row 0 of the slab is block 0's first step when the slab starts the blocks
+    first_zero = l0 == 0 and lay.first_is_prior
+    out = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp,
+                           cache)
+    res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in out]
+    if lay.keep is not None:  # every map is linear: M(0) = 0 at the restarts
+        res = [M * lay.keep[l0:l1, :, None, None] for M in res]
+    return res[0] if maps is None else res
 
 
 def _slabs(lay):
@@ -129,8 +160,9 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     """Every block's element ``(Phi, b, C, eta, Jm)`` and constant ``c`` (pass 1).
 
     The covariance rides as ``D = C - P_inf`` and beside ``Phi`` and ``b`` in one array
-    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``A W``, one
-    ``(A D) A^T``, one ``h^T [D- | A Phi | A b]`` and one rank-one update; the sums ``Jm``,
+    ``W = [D | Phi | b]`` (B, J, 2J + 1), so that a step is one product ``[A; h^T A] W``,
+    one ``(A D) A^T`` of the first J columns (its last row ``h^T A D A^T``: the innovation's
+    row comes with the products) and one rank-one update; the sums ``Jm``,
     ``eta`` and ``sum r^2 / S`` come from one product of the stored
     ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after each slab of steps.
     """
@@ -142,25 +174,28 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     hP = h @ P_inf
     Z = xp.zeros((B, J + 1, J + 1), dtype=xp.float64, device=dev)
     logS = xp.zeros((B,), dtype=xp.float64, device=dev)
+
+    # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
+    off = xp.concat([xp.broadcast_to(hP, (B, J)), xp.zeros((B, J + 1), dtype=xp.float64,
+                                                           device=dev)], axis=1)
+
+    def with_h(A):  # [A; h^T A]: the product with it also gives the innovation's row
+        return xp.concat([A, (h @ A)[..., None, :]], axis=-2)
+
+    cache = {}
     for l0, l1 in _slabs(lay):
-        As = _transitions(form, lay, l0, l1, xp)
-        # A^T of the slab, stored contiguously (a product with a transposed view is slower)
-        At = xp.reshape(xp.reshape(_t(As), (l1 - l0, B, J * J)), (l1 - l0, B, J, J))
-        # what h^T [D- | A Phi | A b] lacks: h^T P_inf, and -y_k in the last column
-        off = xp.concat([xp.broadcast_to(hP, (l1 - l0, B, J)),
-                         xp.zeros((l1 - l0, B, J), dtype=xp.float64, device=dev),
-                         -lay.y[l0:l1, :, None]], axis=2)
+        # [A; h^T A] and A^T of the slab, both stored contiguously
+        Ah, At = _transitions(form, lay, l0, l1, xp, maps=[with_h, _t], cache=cache)
         zs, Ss = [], []
         for k in range(l0, l1):
-            # U and gz are new arrays of this step: updated in place (no copies)
-            U = As[k - l0, ...] @ W                              # [A D | A Phi | A b]
+            # U is a new array of this step: updated in place (no copy)
+            U = Ah[k - l0, ...] @ W                  # [A D | A Phi | A b] and h^T of it
             U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
-            gz = h @ U
-            gz += off[k - l0, ...]                               # [g | z]
+            off[:, 2 * J] = -lay.y[k, :]
+            gz = U[:, J, :] + off                                # [g | z]
             S = gz[:, :J] @ h + R
             kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
-            U -= kg[:, :, None] * gz[:, None, :]
-            W = U
+            W = U[:, :J, :] - kg[:, :, None] * gz[:, None, :]
             zs.append(gz[:, J:])
             Ss.append(S)
         # Z += sum_k (w_k / S_k) z_k z_k^T per block, over the slab's steps
@@ -227,7 +262,8 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
     from ``(m_end, P_end)``. Returns the gradient w.r.t. the kernel's parameters (through
     ``A``), ``P_inf`` (J, J), ``R`` and the sum of the observations' adjoints."""
     sub = _Sub(lay, cols)
-    A_all = [_transitions(form, sub, l0, l1, xp) for l0, l1 in _slabs(sub)]
+    cache = {}
+    A_all = [_transitions(form, sub, l0, l1, xp, cache=cache) for l0, l1 in _slabs(sub)]
     slabs = _slabs(sub)
     m, P = mu, Sig
     ms, Ps = [], []
@@ -298,6 +334,7 @@ class _Sub:
         self.B = self.dt.shape[1]
         self.keep0 = lay.keep0[cols, ...]
         self.keep = None if lay.keep is None else lay.keep[:, cols]
+        self.first_is_prior = cols.start in (None, 0)
 
 
 # ------------------------------------------------------------------------ entry point
