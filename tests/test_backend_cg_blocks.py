@@ -180,3 +180,42 @@ def test_added_diag_products_and_curvatures(xp, to64):
         np.testing.assert_allclose(B.to_numpy(KX), dense @ X, rtol=1e-12)
         np.testing.assert_allclose(B.to_numpy(dots), (X * (dense @ X)).sum(0), rtol=1e-12)
         np.testing.assert_allclose(B.to_numpy(op @ to64(X)), dense @ X, rtol=1e-12)
+
+
+def test_ski_objective_splits_rows_with_the_same_values(monkeypatch, small_chunks):
+    """GPR(solver="ski")'s objective runs with its rows split over GPNUM_BLAS_THREADS
+    threads and the BLAS pools at one thread, and gives bitwise the values of one thread;
+    the value against a dense computation of the same stochastic estimate is
+    tests/test_gpr_ski.py's (here: the split changes nothing)."""
+    from gpnum.kernels import RBF
+    from gpnum.likelihoods import Gaussian
+    from gpnum.models import _gpr_cg
+
+    rng = np.random.default_rng(6)
+    X = rng.uniform(0.0, 1.0, (300, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.1 * rng.standard_normal(300)
+    seen = []
+    real = _gpr_cg.lml
+
+    def spy(*args, **kwargs):
+        seen.append(B._threads.row_workers())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_gpr_cg, "lml", spy)
+    monkeypatch.delenv("GPNUM_BLAS_THREADS", raising=False)
+    out = []
+    for threads in (1, 2):
+        model = gpnum.GPR(RBF(lengthscale=[0.3, 0.3]), Gaussian(variance=0.05), X, y,
+                          solver="ski", grid_size=16,
+                          cg_options={"precond_rank": 5, "min_iter": 10})
+        assert model.split_rows
+        previous = B.set_blas_threads(threads)
+        try:
+            value, grads = model.log_marginal_likelihood_and_grad()
+        finally:
+            B.set_blas_threads(previous)
+        out.append((float(value), {k: np.asarray(v) for k, v in grads.items()}))
+    assert seen == [1, 2]
+    assert out[0][0] == out[1][0]
+    for name in out[0][1]:
+        assert np.array_equal(out[0][1][name], out[1][1][name]), name

@@ -43,7 +43,6 @@ __all__ = ["default_grid_size", "lml", "predict", "prediction_state"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _in_numpy_pool = blas_pool("numpy")
-_rows_in_numpy_pool = blas_pool("numpy", split_rows=True)
 #: Most input columns of solver="ski" (the grid has grid_size^d points).
 SKI_MAX_DIM = 3
 
@@ -85,6 +84,7 @@ def _shift(model):
     return xp.astype(model.likelihood.variance, xp.float64, copy=False) + float(model.jitter)
 
 
+@_in_numpy_pool
 def lml(model, X, y, need_grad):
     """Log marginal likelihood and gradients (module notes): exact on a complete grid with a
     Kronecker kernel matrix, else BBMM on the structured operator."""
@@ -92,20 +92,7 @@ def lml(model, X, y, need_grad):
         return _gpr_ski.lml(model, X, y, need_grad)
     op, exact = _structure(model, X)
     if exact is None:
-        return _bbmm_lml(model, X, y, need_grad, op)
-    return _exact_lml(model, X, y, need_grad, exact)
-
-
-@_rows_in_numpy_pool
-def _bbmm_lml(model, X, y, need_grad, op):
-    """BBMM on the grid's structured operator: FFT products and CG's vector work, memory-bound
-    passes that split their rows over gpnum's threads (``blas_pool(split_rows=True)``)."""
-    return _gpr_cg.lml(model, X, y, need_grad, operator=op)
-
-
-@_in_numpy_pool
-def _exact_lml(model, X, y, need_grad, exact):
-    """The exact path on a complete grid: the Kronecker factors' eigendecompositions."""
+        return _gpr_cg.lml(model, X, y, need_grad, operator=op)
     xp = model.xp
     high = xp.float64
     kron, cells = exact

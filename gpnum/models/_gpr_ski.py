@@ -46,10 +46,6 @@ from gpnum.models import _gpr_cg
 __all__ = ["covers", "lml", "predict", "prediction_state", "prior_root", "sample_f"]
 
 _in_numpy_pool = blas_pool("numpy")
-#: Training: the products with W and W^T and CG's vector work are memory-bound passes that
-#: split their rows over gpnum's threads, with the BLAS pools at one thread each
-#: (gpnum.backend.blas_pool).
-_rows_in_numpy_pool = blas_pool("numpy", split_rows=True)
 #: Accepted negative eigenvalue mass (relative) of the circulant embedding of a prior draw.
 _EMBEDDING_CLIP_TOL = 1e-8
 #: Grid paddings tried for a positive semi-definite circulant embedding (per axis).
@@ -88,10 +84,11 @@ def operator(model, X):
                         interpolation=interp)
 
 
-@_rows_in_numpy_pool
 def lml(model, X, y, need_grad):
     """The BBMM log marginal likelihood and gradients (``solver="cg"``'s) on the SKI operator
-    (the training rows in :func:`training`'s order)."""
+    (the training rows in :func:`training`'s order). Its time goes to memory-bound passes
+    (the products with ``W`` and ``W^T``, CG's vector work): GPR opens its BLAS block with
+    ``split_rows=True`` (:attr:`GPR.split_rows <gpnum.GPR.split_rows>`)."""
     op = operator(model, X)
     if X is model.X:
         order = training(model)[1]
