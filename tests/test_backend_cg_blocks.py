@@ -219,3 +219,36 @@ def test_ski_objective_splits_rows_with_the_same_values(monkeypatch, small_chunk
     assert out[0][0] == out[1][0]
     for name in out[0][1]:
         assert np.array_equal(out[0][1][name], out[1][1][name]), name
+
+
+def test_run_row_split_order_errors_nesting_and_fork(monkeypatch):
+    import threading
+
+    from gpnum.backend import _parallel
+
+    names = []
+
+    def fn(w):
+        names.append(threading.current_thread().name)
+        return w * w
+
+    assert B.run_row_split(fn, 3) == [0, 1, 4]
+    assert B.run_row_split(fn, 1) == [0]
+    # from one of the pool's threads a split runs in that thread (it would wait on itself)
+    inner = B.run_row_split(lambda w: B.run_row_split(lambda v: (w, v), 2), 2)
+    assert inner == [[(0, 0), (0, 1)], [(1, 0), (1, 1)]]
+
+    def fails(w):
+        if w == 1:
+            raise KeyError("worker 1")
+        return w
+
+    with pytest.raises(KeyError, match="worker 1"):
+        B.run_row_split(fails, 2)
+    with pytest.raises(ValueError, match="workers: expected an integer >= 1"):
+        B.run_row_split(fn, 0)
+    # a process that inherited the pool object from its parent (fork) starts its own threads
+    pid, pool = _parallel._ROW_POOL
+    monkeypatch.setattr(_parallel, "_ROW_POOL", (pid + 1, pool))
+    assert B.run_row_split(fn, 2) == [0, 1]
+    assert _parallel._ROW_POOL[0] == pid and _parallel._ROW_POOL[1] is not pool

@@ -21,7 +21,7 @@ from gpnum.backend import _blas
 __all__ = ["available_memory", "default_workers", "run_in_threads", "run_row_split",
            "usable_cores"]
 
-_ROW_POOL = None            # the persistent threads of run_row_split
+_ROW_POOL = None            # (pid, executor): the persistent threads of run_row_split
 _ROW_POOL_LOCK = threading.Lock()
 _IN_ROW_POOL = threading.local()  # .active: this thread is one of the row pool's
 
@@ -67,14 +67,15 @@ def run_in_threads(fn, workers: int) -> list:
 def _row_pool():
     global _ROW_POOL
     with _ROW_POOL_LOCK:
-        if _ROW_POOL is None:
+        # a forked child inherits the pool object but not its threads: it starts its own
+        if _ROW_POOL is None or _ROW_POOL[0] != os.getpid():
             def mark():
                 _IN_ROW_POOL.active = True
             # one thread per core beside the caller's; idle threads wait on a queue (no spin)
-            _ROW_POOL = ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1),
-                                           thread_name_prefix="gpnum-rows",
-                                           initializer=mark)
-        return _ROW_POOL
+            _ROW_POOL = (os.getpid(),
+                         ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1),
+                                            thread_name_prefix="gpnum-rows", initializer=mark))
+        return _ROW_POOL[1]
 
 
 def run_row_split(fn, workers: int) -> list:
