@@ -7,8 +7,8 @@ times (Hestenes & Stiefel 1952; Saad 2003, algorithm 9.1): ``x + a p``, ``r - a 
 memory that allocates a fresh block, and on a block larger than the cache the passes, not
 the arithmetic, set the time. On NumPy these functions instead walk the rows in chunks that
 stay in the cache, do all of a step's updates on a chunk before moving on, overwrite the
-caller's blocks in place, and split the chunks over :func:`gpnum.backend.split_rows`'
-threads. Elsewhere they are the array expressions (torch and CuPy fuse or parallelise their
+caller's blocks in place, and, within ``blas_pool(..., split_rows=True)``, split the chunks
+over :func:`gpnum.backend.blas_threads` threads. Elsewhere they are the array expressions (torch and CuPy fuse or parallelise their
 own elementwise work).
 
 The column reductions add the chunks' partial sums in chunk order, and the chunks depend on

@@ -14,9 +14,9 @@ from gpnum.errors import ShapeError, describe_shape
 
 __all__ = ["SparseRows"]
 
-#: Row pieces of a large ``W`` (at least :data:`_PIECE_MIN_NONZEROS` nonzeros each), for
-#: :func:`gpnum.backend.blas_pool`'s row threads. Fixed, so that ``W^T X`` adds the same partial
-#: sums in the same order whatever the number of threads.
+#: Row pieces of a large ``W`` (at least :data:`_PIECE_MIN_NONZEROS` nonzeros each), for the
+#: row threads of ``blas_pool(..., split_rows=True)``. Fixed, so that ``W^T X`` adds the same
+#: partial sums in the same order whatever the number of threads.
 _ROW_PIECES = 4
 _PIECE_MIN_NONZEROS = 1 << 16
 
@@ -27,8 +27,10 @@ class SparseRows:
 
     On NumPy ``W`` is kept in compressed sparse row form (scipy.sparse, built once: ``O(n p)``),
     whose products with ``W`` and ``W^T`` run in compiled loops without the ``(n, p, k)``
-    temporary of a gather; on other namespaces ``W Y`` gathers rows of ``Y`` and ``W^T X`` sums them back
-    by :func:`gpnum.backend.scatter_add`.
+    temporary of a gather; on other namespaces ``W Y`` gathers rows of ``Y`` and ``W^T X`` sums
+    them back by :func:`gpnum.backend.scatter_add`. A large ``W`` is also kept in four pieces
+    of rows, each restricted to the columns it touches, which the threads of
+    ``blas_pool(..., split_rows=True)`` share (both products are single-threaded in SciPy).
 
     Parameters
     ----------
