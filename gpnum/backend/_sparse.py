@@ -74,6 +74,9 @@ class SparseRows:
         :data:`_ROW_PIECES` runs of rows, each with the range of columns its nonzeros touch
         (narrow when the rows are ordered by grid cell, as the SKI training rows are), or
         None for a small ``W``."""
+        import numpy as np
+        import scipy.sparse
+
         n = W.shape[0]
         pieces = min(_ROW_PIECES, W.nnz // _PIECE_MIN_NONZEROS)
         if pieces < 2:
@@ -81,10 +84,16 @@ class SparseRows:
         out = []
         for j in range(pieces):
             start, stop = j * n // pieces, (j + 1) * n // pieces
-            block = W[start:stop]
-            cols = block.indices
-            lo, hi = (int(cols.min()), int(cols.max()) + 1) if cols.size else (0, 0)
-            block = block[:, lo:hi]
+            a, b = int(W.indptr[start]), int(W.indptr[stop])
+            cols = W.indices[a:b]
+            lo, hi = (int(cols.min()), int(cols.max()) + 1) if b > a else (0, 0)
+            # The piece's values are a view of W's (set as attributes: the constructor copies
+            # a view of a much larger array); only its shifted indices, in 32 bits, are new.
+            index = np.int32 if max(b - a, hi - lo) < 2**31 else np.int64
+            block = scipy.sparse.csr_array((stop - start, hi - lo), dtype=W.dtype)
+            block.data = W.data[a:b]
+            block.indices = (cols - lo).astype(index)
+            block.indptr = (W.indptr[start:stop + 1] - a).astype(index)
             out.append((slice(start, stop), slice(lo, hi), block, block.T))
         return out
 
