@@ -177,3 +177,43 @@ def test_pcg_operator_and_right_hand_side_from_two_libraries(backend, to_xp):
         pytest.skip("needs a second array library")
     with pytest.raises(TypeError, match="B: expected an array of A's namespace"):
         pcg(np.eye(4), to_xp(np.ones((4, 2))))
+
+
+def test_pcg_lanczos_stopping_rules():
+    """stop="all" runs until every column's relative residual (recomputed as b - A x) is at
+    most rtol; stop="mean" until their mean is, not longer (one iteration fewer misses it),
+    and not past "all"; other rules are refused by pcg_lanczos and CGOptions."""
+    import warnings
+
+    from gpnum.errors import ConvergenceWarning
+    from gpnum.linalg import pcg_lanczos
+    from gpnum.models._gpr_cg import CGOptions
+
+    rng = np.random.default_rng(11)
+    n = 150
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = (Q * np.geomspace(1e-3, 1.0, n)) @ Q.T
+    # columns of different difficulty: one in the top of the spectrum, two spread over it
+    B = np.stack([Q[:, -1] + 1e-3 * Q[:, 0], rng.standard_normal(n), rng.standard_normal(n)],
+                 axis=1)
+
+    def rel(x):
+        return np.linalg.norm(B - A @ x, axis=0) / np.linalg.norm(B, axis=0)
+
+    rtol = 1e-3
+    every = pcg_lanczos(A, B, rtol=rtol, min_iter=1, maxiter=n)
+    mean = pcg_lanczos(A, B, rtol=rtol, min_iter=1, maxiter=n, stop="mean")
+    assert every.converged and mean.converged
+    assert np.all(rel(every.x) <= 1.01 * rtol)
+    assert np.mean(rel(mean.x)) <= 1.01 * rtol < np.max(rel(mean.x))
+    assert mean.num_iter < every.num_iter
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        short = pcg_lanczos(A, B, rtol=rtol, min_iter=1, maxiter=mean.num_iter - 1, stop="mean")
+    assert not short.converged and np.mean(rel(short.x)) > rtol
+    assert any(issubclass(w.category, ConvergenceWarning) and "mean relative residual"
+               in str(w.message) for w in caught)
+    with pytest.raises(ValueError, match="stop: expected 'all' or 'mean'"):
+        pcg_lanczos(A, B, stop="max")
+    with pytest.raises(ValueError, match="train_stop: expected 'all' or 'mean'"):
+        CGOptions(train_stop="first")

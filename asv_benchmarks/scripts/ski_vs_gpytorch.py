@@ -14,13 +14,16 @@ GPyTorch: best of PEER_REPS steps after its first, or with PEER_REPS = 0 its fir
 (it keeps nothing between steps but the grid's bounds; at n = 10^5 one of its steps takes
 minutes).
 
-Environment: ``SKI_RANK`` (preconditioner rank, default 15; 0 for none) and ``SKI_MAXITER``
-(default 1000). GPyTorch stops CG once the mean relative residual over the columns is below
-the tolerance, gpnum once every column's is, so without a preconditioner gpnum runs more
-iterations at tolerance 1.0; ``SKI_MAXITER=20`` makes both run exactly 20.
+Environment: ``SKI_RANK`` (preconditioner rank, default 15; 0 for none), ``SKI_MAXITER``
+(default 1000) and ``SKI_STOP`` (gpnum's ``cg_options["train_stop"]``, default ``all``).
+GPyTorch stops CG once the mean relative residual over the columns is below the tolerance,
+gpnum by default once every column's is, so without a preconditioner gpnum runs more
+iterations at tolerance 1.0; ``SKI_STOP=mean`` gives gpnum GPyTorch's rule, and
+``SKI_MAXITER=20`` makes both run exactly 20.
 
-Threads: ``torch.set_num_threads(T)`` and ``GPNUM_BLAS_THREADS=T`` (gpnum's BLAS pool; its FFTs
-and sparse products run on one thread whatever T is).
+Threads: ``torch.set_num_threads(T)`` and ``GPNUM_BLAS_THREADS=T`` (gpnum's SKI objective
+splits its sparse products and CG's vector work over T threads of its own, with its BLAS
+pools at one thread: ``GPR.split_rows``).
 
 Usage (the scratch venv with torch and gpytorch, never gpnum dependencies; exclusive lock):
     PYTHONPATH=. flock -x /tmp/cpu.lock /work/scratch-peer/bin/python \
@@ -54,6 +57,7 @@ torch.set_num_threads(THREADS)
 warnings.simplefilter("ignore")
 RANK = int(os.environ.get("SKI_RANK", "15"))
 MAXITER = int(os.environ.get("SKI_MAXITER", "1000"))
+STOP = os.environ.get("SKI_STOP", "all")
 PROBES, TOL, LANCZOS = 10, 1.0, 20
 
 rng = np.random.default_rng(0)
@@ -78,7 +82,8 @@ def gpnum_step_fn():
     model = gpnum.GPR(RBF(lengthscale=[0.2, 0.2], variance=1.0), Gaussian(variance=0.05), X, y,
                       mean=0.0, solver="ski", grid_size=G,
                       cg_options={"precond_rank": RANK, "num_probes": PROBES, "train_rtol": TOL,
-                                  "min_iter": LANCZOS, "maxiter": MAXITER})
+                                  "min_iter": LANCZOS, "maxiter": MAXITER,
+                                  "train_stop": STOP})
     adam = Adam(lr=0.01)
 
     def step():
@@ -131,7 +136,8 @@ def peer_step_fn():
 
 
 print(f"SKI n={n} d=2 grid {G}x{G}, float64, preconditioner rank {RANK}, {PROBES} probes, "
-      f"CG tol {TOL}, {LANCZOS} Lanczos iterations, maxiter {MAXITER}, threads {THREADS} "
+      f"CG tol {TOL} (gpnum's rule {STOP!r}), {LANCZOS} Lanczos iterations, maxiter {MAXITER}, "
+      f"threads {THREADS} "
       f"(torch {torch.get_num_threads()}, GPNUM_BLAS_THREADS={os.environ['GPNUM_BLAS_THREADS']})",
       flush=True)
 results = {}

@@ -15,6 +15,7 @@ from gpnum.backend._blas import (
     matmul_writer,
     row_dots,
 )
+from gpnum.backend._cg_blocks import cg_direction, cg_update, scaled_add
 from gpnum.backend._convert import (
                                     asarray,
                                     device_of,
@@ -48,6 +49,7 @@ from gpnum.backend._parallel import (
     available_memory,
     default_workers,
     run_in_threads,
+    run_row_split,
     usable_cores,
 )
 from gpnum.backend._random import Generator, default_rng
@@ -66,6 +68,8 @@ __all__ = [
     "backend_name",
     "blas_pool",
     "blas_threads",
+    "cg_direction",
+    "cg_update",
     "cho_inverse",
     "cho_solve",
     "column_dots",
@@ -91,7 +95,9 @@ __all__ = [
     "outer_self",
     "row_dots",
     "run_in_threads",
+    "run_row_split",
     "same_namespace_dtype_device",
+    "scaled_add",
     "scatter_add",
     "set_blas_threads",
     "solve_triangular",

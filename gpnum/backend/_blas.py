@@ -36,7 +36,7 @@ _POOLS = ("scipy", "numpy")
 
 
 @contextlib.contextmanager
-def blas_pool(name):
+def blas_pool(name, split_rows=False):
     """Within the block, :func:`matmul`, :func:`flat_dot` (and ``matmul``'s matrix-vector
     products) on NumPy run in ``name``'s BLAS thread pool: ``"scipy"`` (the default outside
     any block) or ``"numpy"``.
@@ -58,10 +58,18 @@ def blas_pool(name):
     Parameters
     ----------
     name : {"scipy", "numpy"}
+    split_rows : bool
+        For a code path whose time goes to memory-bound passes (block CG on a sparse or FFT
+        operator): the BLAS pools run one thread each, and the passes of
+        :func:`gpnum.backend.cg_update`, :func:`gpnum.backend.cg_direction`,
+        :func:`gpnum.backend.scaled_add` and :class:`gpnum.backend.SparseRows` split their
+        rows over :func:`gpnum.backend.blas_threads` threads. Only the outermost block of
+        the process sets thread counts; a nested block keeps the outer one's.
     """
     if name not in _POOLS:
         raise ValueError(f"name: expected 'scipy' or 'numpy', got {name!r}")
-    _threads.enter(name)  # first: a bad GPNUM_BLAS_THREADS raises before anything changes
+    # first: a bad GPNUM_BLAS_THREADS raises before anything changes
+    _threads.enter(name, split_rows=bool(split_rows))
     previous = getattr(_POOL, "name", "scipy")
     _POOL.name = name
     try:

@@ -11,13 +11,19 @@ there is, not by a fixed budget.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import array_api_compat
 
 from gpnum.backend import _blas
 
-__all__ = ["available_memory", "default_workers", "run_in_threads", "usable_cores"]
+__all__ = ["available_memory", "default_workers", "run_in_threads", "run_row_split",
+           "usable_cores"]
+
+_ROW_POOL = None            # (pid, executor): the persistent threads of run_row_split
+_ROW_POOL_LOCK = threading.Lock()
+_IN_ROW_POOL = threading.local()  # .active: this thread is one of the row pool's
 
 
 def usable_cores() -> int:
@@ -56,6 +62,48 @@ def run_in_threads(fn, workers: int) -> list:
     with ThreadPoolExecutor(max_workers=workers) as executor:
         futures = [executor.submit(task, w) for w in range(workers)]
         return [f.result() for f in futures]
+
+
+def _row_pool():
+    global _ROW_POOL
+    with _ROW_POOL_LOCK:
+        # a forked child inherits the pool object but not its threads: it starts its own
+        if _ROW_POOL is None or _ROW_POOL[0] != os.getpid():
+            def mark():
+                _IN_ROW_POOL.active = True
+            # one thread per core beside the caller's; idle threads wait on a queue (no spin)
+            _ROW_POOL = (os.getpid(),
+                         ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1),
+                                            thread_name_prefix="gpnum-rows", initializer=mark))
+        return _ROW_POOL[1]
+
+
+def run_row_split(fn, workers: int) -> list:
+    """``[fn(0), ..., fn(workers - 1)]``: ``fn(0)`` in the calling thread, the others in a
+    pool of threads kept for the process (a short pass cannot pay for starting threads).
+
+    Called from one of the pool's own threads, or with ``workers`` 1, the calls run one after
+    another in the calling thread (a nested split would wait on itself). The results come
+    back in the order of the worker index; an exception in a worker is raised here.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    if workers == 1 or getattr(_IN_ROW_POOL, "active", False):
+        return [fn(w) for w in range(workers)]
+    pool = getattr(_blas._POOL, "name", "scipy")
+
+    def task(w):
+        _blas._POOL.name = pool  # thread-local: this worker thread only
+        return fn(w)
+
+    futures = [_row_pool().submit(task, w) for w in range(1, workers)]
+    try:
+        first = fn(0)
+    except BaseException:
+        for f in futures:  # no worker may still write into the caller's arrays
+            f.exception()
+        raise
+    return [first] + [f.result() for f in futures]
 
 
 def _meminfo_available(path="/proc/meminfo"):

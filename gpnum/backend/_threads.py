@@ -8,6 +8,13 @@ load, not with the work (docs/backends.md, "BLAS threads"). Within a :func:`blas
 <gpnum.backend.blas_pool>` block gpnum therefore sets, with threadpoolctl, the pool that the block
 names to :func:`blas_threads` threads and the other pool to one, and restores both on leaving
 the outermost block. Thread counts change how work is shared, not the arithmetic.
+
+A block opened with ``split_rows=True`` spends the same threads differently: its BLAS pools
+run one thread each, and gpnum's own memory-bound passes over tall blocks (the block CG
+updates, the products of :class:`gpnum.backend.SparseRows`) split their rows over
+:func:`blas_threads` threads of the process (:func:`row_workers`). NumPy's elementwise passes
+and SciPy's sparse products are single-threaded, and a BLAS pool left at two threads would
+spin beside the split and take the cores it needs.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["blas_threads", "set_blas_threads"]
+__all__ = ["blas_threads", "row_workers", "set_blas_threads"]
 
 _ENV = "GPNUM_BLAS_THREADS"
 _UNSET = object()
@@ -24,6 +31,7 @@ _lock = threading.Lock()
 _depth = 0  # open blocks, process-wide (BLAS thread counts are process-wide)
 _saved = None  # [(controller, num_threads)] to restore when the outermost block ends
 _controllers = None  # {"numpy": [...], "scipy": [...], "shared": [...]}
+_rows = threading.local()  # .workers: row_workers() on this thread; .stack: saved values
 
 
 def _parse(value, source):
@@ -101,15 +109,30 @@ def _find_controllers():
     return _controllers
 
 
-def enter(pool):
-    """Open a block whose work runs in ``pool`` ("numpy" or "scipy"); :func:`leave` closes it.
-    Only the outermost block of the process sets thread counts."""
+def row_workers() -> int:
+    """The threads over which gpnum's memory-bound passes split their rows on this thread:
+    :func:`blas_threads` within an outermost ``blas_pool(..., split_rows=True)`` block
+    opened on it, else 1."""
+    return getattr(_rows, "workers", 1)
+
+
+def enter(pool, split_rows=False):
+    """Open a block whose work runs in ``pool`` ("numpy" or "scipy"), with ``split_rows`` as
+    in the module notes; :func:`leave` closes it. Only the outermost block of the process
+    sets thread counts (nested blocks keep the outer one's BLAS and row threads)."""
     global _depth, _saved
     with _lock:
         outermost = _depth == 0
         # a bad GPNUM_BLAS_THREADS raises here, before the count changes
         threads = blas_threads() if outermost else None
         _depth += 1
+        stack = getattr(_rows, "stack", None)
+        if stack is None:
+            stack = _rows.stack = []
+        stack.append(row_workers())
+        if outermost and split_rows:
+            _rows.workers = threads or 1
+            threads = None if threads is None else 1
         if not outermost or threads is None:
             return
         controllers = _find_controllers()
@@ -126,6 +149,7 @@ def leave():
     global _depth, _saved
     with _lock:
         _depth -= 1
+        _rows.workers = _rows.stack.pop()
         if _depth > 0 or _saved is None:
             return
         for lib, threads in _saved:

@@ -8,7 +8,7 @@ are in :mod:`gpnum.linalg._operators`, which re-exports these.
 
 from __future__ import annotations
 
-from gpnum.backend import asarray, device_of, is_array
+from gpnum.backend import asarray, device_of, is_array, scaled_add
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.linalg._operators import Diagonal, LinearOperator, _as_2d_array, aslinearoperator
 
@@ -74,10 +74,21 @@ class AddedDiag(LinearOperator):
         self.symmetric = operator.symmetric
 
     def _matmat(self, X):
-        return self.operator._matmat(X) + self.diag._matmat(X)
+        return self._plus_diag(self.operator._matmat(X), X)
 
     def _rmatmat(self, X):
-        return self.operator._rmatmat(X) + self.diag._matmat(X)
+        return self._plus_diag(self.operator._rmatmat(X), X)
+
+    def _matmat_dots(self, X):
+        if self.operator.fresh_products:
+            return scaled_add(self.operator._matmat(X), X, self.diag.diag, dots=True)
+        return super()._matmat_dots(X)
+
+    def _plus_diag(self, KX, X):
+        # a fresh product takes D X in place, without a temporary block
+        if self.operator.fresh_products:
+            return scaled_add(KX, X, self.diag.diag)
+        return KX + self.diag._matmat(X)
 
 
     def _diagonal(self):

@@ -13,7 +13,7 @@ it (the convention of docs/linalg.md).
 
 from __future__ import annotations
 
-from gpnum.backend import asarray, device_of, get_namespace, is_array, row_dots
+from gpnum.backend import asarray, column_dots, device_of, get_namespace, is_array, row_dots
 from gpnum.errors import ShapeError, describe_shape
 
 __all__ = [
@@ -76,6 +76,12 @@ class LinearOperator:
         """``K @ X`` for ``X`` of shape (n_cols, k); returns (n_rows, k)."""
         raise NotImplementedError(f"{type(self).__name__} does not define _matmat")
 
+    def _matmat_dots(self, X):
+        """``(K X, sum(X * (K X), axis=0))`` for a square operator: a CG step's product and
+        its curvatures ``p^T K p``, which an operator may compute in one pass."""
+        KX = self._matmat(X)
+        return KX, column_dots(X, KX)
+
     def _rmatmat(self, X):
         """``K^T @ X`` for ``X`` of shape (n_rows, k); returns (n_cols, k)."""
         if self.symmetric:
@@ -129,6 +135,12 @@ class LinearOperator:
         if self.shape[0] != self.shape[1]:
             raise ShapeError(f"{what}: expected a square operator, got shape "
                              f"{describe_shape(self.shape)}")
+
+    def diagonal_scale(self):
+        """``d`` (n,) or 0-d when the operator is the diagonal matrix ``diag(d)`` (``d I``
+        for 0-d), else None: a solver then applies it by scaling rows within its own passes
+        over memory instead of calling its product."""
+        return None
 
     def diagonal(self):
         """The main diagonal, shape (n,), of a square operator."""
@@ -359,6 +371,9 @@ class Diagonal(LinearOperator):
 
     def _scale_rows(self, X):
         return X * (self.diag if self.is_constant else self.diag[:, None])
+
+    def diagonal_scale(self):
+        return self.diag
 
     def _matmat(self, X):
         return self._scale_rows(X)

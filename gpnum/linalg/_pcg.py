@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from gpnum.backend import column_dots, get_namespace, is_array
+from gpnum.backend import cg_direction, cg_update, column_dots, get_namespace, is_array
 from gpnum.errors import ConvergenceWarning, ShapeError, check_finite, describe_shape
 from gpnum.linalg._operators import aslinearoperator
 from gpnum.linalg._solver_result import IterativeResult
@@ -104,9 +104,10 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
                              f"{precond.dtype}")
     dtype, device = op.dtype, op.device
 
+    # X, R and P are this loop's own blocks: cg_update and cg_direction overwrite them.
     if x0 is None:
         X = xp.zeros((n, k), dtype=dtype, device=device)
-        R = B2
+        R = xp.asarray(B2, copy=True)
     else:
         if not is_array(x0) or get_namespace(x0) is not xp or tuple(x0.shape) != tuple(B.shape):
             got = describe_shape(x0.shape) if is_array(x0) else type(x0).__name__
@@ -121,42 +122,47 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
     r_norm = xp.linalg.vector_norm(R, axis=0)
     active = r_norm > tol
     bad = xp.zeros((k,), dtype=xp.int32, device=device)      # breakdown code per column
-    Z = R if precond is None else precond._matmat(R)
+    # A diagonal preconditioner (no low-rank part) is applied inside the vector updates.
+    scale = None if precond is None else precond.diagonal_scale()
+    if precond is None:
+        Z = R
+    elif scale is not None:
+        Z = R * (scale if scale.ndim == 0 else scale[:, None])
+    else:
+        Z = precond._matmat(R)
     rz = column_dots(R, Z)
     prec_bad = active & (rz <= 0.0)
     bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
     active = active & ~prec_bad
-    P = Z
+    P = Z if Z is not R and (scale is not None or precond.fresh_products) \
+        else xp.asarray(Z, copy=True)
 
     num_iter = 0
     state = "running"
     if not bool(xp.any(active)):
         state = "converged"
     while state == "running" and num_iter < maxiter:
-        AP = op._matmat(P)
-        pAp = column_dots(P, AP)
+        AP, pAp = op._matmat_dots(P)
         # A breakdown freezes its column: negative curvature or an indefinite preconditioner.
         curv_bad = active & (pAp <= 0.0)
         bad = xp.where(curv_bad, _NEGATIVE_CURVATURE, bad)
         active = active & ~curv_bad
         alpha = xp.where(active, rz / xp.where(active, pAp, 1.0), 0.0)
-        X = X + alpha * P
-        R = R - alpha * AP
+        X, R, rr, rz_new = cg_update(X, R, P, AP, alpha, scale)
+        r_norm = xp.where(active, xp.sqrt(rr), r_norm)
         if precond is None:
-            # Without a preconditioner r^T z is ||r||^2: one reduction serves both.
-            Z = R
-            rz_new = column_dots(R, R)
-            r_norm = xp.where(active, xp.sqrt(rz_new), r_norm)
+            Z, rz_new = R, rr   # without a preconditioner r^T z is ||r||^2
+        elif scale is not None:
+            Z = R               # cg_direction scales it
         else:
             Z = precond._matmat(R)
             rz_new = column_dots(R, Z)
-            r_norm = xp.where(active, xp.sqrt(column_dots(R, R)), r_norm)
         still = active & (r_norm > tol)
         prec_bad = still & (rz_new <= 0.0)
         bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
         active = still & ~prec_bad
         beta = xp.where(active, rz_new / xp.where(active, rz, 1.0), 0.0)
-        P = Z + beta * P
+        P = cg_direction(Z, P, beta, scale)
         rz = xp.where(active, rz_new, rz)
         num_iter += 1
         if num_iter % check_every == 0 or num_iter == maxiter:

@@ -149,6 +149,10 @@ class WoodburyInverse(LinearOperator):
                                                           device=self.device), lower=True)
                       if r > 0 else None)
 
+    def diagonal_scale(self):
+        # without a low-rank part the inverse is D^{-1}
+        return self._dinv if self._chol is None else None
+
     def _scale(self, X):
         dinv = self._dinv
         return X * (dinv if dinv.ndim == 0 else dinv[:, None])

@@ -265,6 +265,9 @@ class FullBatchGaussianModel(ComposedParameters):
     #: The BLAS pool of the model's work (gpnum.backend.blas_pool): SciPy's, where the
     #: Cholesky factorisations and triangular solves run.
     blas_pool = "scipy"
+    #: Whether the training objective splits its memory-bound passes over gpnum's own
+    #: threads with the BLAS pools at one thread (gpnum.backend.blas_pool's split_rows).
+    split_rows = False
     _default_jitter = 0.0
     _predict_chunk = 4096
 
@@ -436,7 +439,7 @@ class FullBatchGaussianModel(ComposedParameters):
             Natural-form gradients, each shaped like its parameter.
         """
         X, y = self._training_batch(X, y, validate)
-        with blas_pool(self.blas_pool):
+        with blas_pool(self.blas_pool, split_rows=self.split_rows):
             return self._objective_and_grad(X, y)
 
     def predict_f(self, Xnew, full_cov=False):

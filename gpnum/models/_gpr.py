@@ -153,6 +153,15 @@ class GPR(FullBatchGaussianModel):
                 else "scipy")
 
     @property
+    def split_rows(self) -> bool:
+        """Whether the training objective's BLAS block splits rows
+        (``gpnum.backend.blas_pool(..., split_rows=True)``): for ``solver="ski"``, whose
+        time goes to the sparse interpolation products and CG's vector work, memory-bound
+        passes that gpnum splits over ``GPNUM_BLAS_THREADS`` threads itself, with the BLAS
+        pools at one thread."""
+        return self.solver == "ski"
+
+    @property
     def uses_state_space(self) -> bool:
         """Whether the state-space (Kalman) path is in use (``solver`` resolved for ``n``)."""
         if self.solver == "auto":
@@ -271,7 +280,7 @@ class GPR(FullBatchGaussianModel):
     # ------------------------------------------------------------------ public API
     def log_marginal_likelihood(self):
         """``log p(y | X)`` under the current parameters (R&W 2006, eq. 2.30), a 0-d array."""
-        with blas_pool(self.blas_pool):
+        with blas_pool(self.blas_pool, split_rows=self.split_rows):
             return self._lml(self._X, self._y, False)[0]
 
     def log_marginal_likelihood_and_grad(self):
@@ -284,7 +293,7 @@ class GPR(FullBatchGaussianModel):
             Keyed like :meth:`parameters` (``mean``, ``kernel.<name>``,
             ``likelihood.variance``), natural form, each shaped like its parameter.
         """
-        with blas_pool(self.blas_pool):
+        with blas_pool(self.blas_pool, split_rows=self.split_rows):
             return self._lml(self._X, self._y, True)
 
     def _objective_and_grad(self, X, y):

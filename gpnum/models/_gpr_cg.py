@@ -95,6 +95,11 @@ class CGOptions:
     train_rtol : float
         Relative residual tolerance of the training solves (1.0: the paper's; the Lanczos
         depth ``min_iter`` then sets the accuracy).
+    train_stop : {"all", "mean"}
+        When the training solves stop (:func:`gpnum.linalg.pcg_lanczos`' ``stop``):
+        ``"all"`` (default) once every column (the residual's and each probe's) is at or
+        below ``train_rtol``; ``"mean"`` once their mean is, GPyTorch's rule, weaker (fewer
+        iterations, some probes' solves and tridiagonals stop above the tolerance).
     predict_rtol : float or None
         Relative residual tolerance of the prediction solve. ``None`` (default): GPyTorch's
         0.01 scaled by the noise-to-signal ratio of amplitudes,
@@ -146,6 +151,7 @@ class CGOptions:
     num_probes: int = 10
     precond_rank: int = 100
     train_rtol: float = 1.0
+    train_stop: str = "all"
     predict_rtol: float | None = None
     min_iter: int = 20
     maxiter: int = 1000
@@ -172,6 +178,9 @@ class CGOptions:
                 continue
             if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
                 raise ValueError(f"cg_options.{name}: expected a positive number, got {v!r}")
+        if self.train_stop not in ("all", "mean"):
+            raise ValueError(f"cg_options.train_stop: expected 'all' or 'mean', got "
+                             f"{self.train_stop!r}")
         if self.probe_design not in ("rademacher", "hadamard"):
             raise ValueError(f"cg_options.probe_design: expected 'rademacher' or 'hadamard', "
                              f"got {self.probe_design!r}")
@@ -324,7 +333,7 @@ def lml(model, X, y, need_grad, operator=None):
     Z = preconditioner_probes(M, opts.num_probes, seed=opts.seed, design=opts.probe_design)
     t = Z.shape[1]
     res = pcg_lanczos(A, xp.concat([resid[:, None], Z], axis=1), M=M, rtol=opts.train_rtol,
-                      min_iter=opts.min_iter, maxiter=opts.maxiter)
+                      min_iter=opts.min_iter, maxiter=opts.maxiter, stop=opts.train_stop)
     alpha = res.x[:, 0]
     U = res.x[:, 1:]
     quad = lanczos_quadrature(res.tridiag_alpha[1:, :], res.tridiag_beta[1:, :],

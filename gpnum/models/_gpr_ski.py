@@ -86,7 +86,9 @@ def operator(model, X):
 
 def lml(model, X, y, need_grad):
     """The BBMM log marginal likelihood and gradients (``solver="cg"``'s) on the SKI operator
-    (the training rows in :func:`training`'s order)."""
+    (the training rows in :func:`training`'s order). Its time goes to memory-bound passes
+    (the products with ``W`` and ``W^T``, CG's vector work): GPR opens its BLAS block with
+    ``split_rows=True`` (:attr:`GPR.split_rows <gpnum.GPR.split_rows>`)."""
     op = operator(model, X)
     if X is model.X:
         order = training(model)[1]

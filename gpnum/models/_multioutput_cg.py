@@ -124,7 +124,7 @@ def cg_lml(model, X, Y, mask, need_grad):
     Z = preconditioner_probes(M, opts.num_probes, seed=opts.seed, design=opts.probe_design)
     T = Z.shape[1]
     res = pcg_lanczos(A, xp.concat([r[:, None], Z], axis=1), M=M, rtol=opts.train_rtol,
-                      min_iter=opts.min_iter, maxiter=opts.maxiter)
+                      min_iter=opts.min_iter, maxiter=opts.maxiter, stop=opts.train_stop)
     alpha, U = res.x[:, 0], res.x[:, 1:]
     quad = lanczos_quadrature(res.tridiag_alpha[1:, :], res.tridiag_beta[1:, :],
                               res.start_norm2[1:])
