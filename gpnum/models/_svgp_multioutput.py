@@ -7,10 +7,11 @@ interdomain and multioutput Gaussian processes", section 4):
     f_a(x) = c_a + sum_j W[a, j] g_j(x),        g_j ~ GP(0, k_j) independent,
 
 each ``g_j`` a whitened SVGP (Hensman et al. 2015) with its own ``q(u'_j) = N(m_j, R_j R_j^T)``
-over inducing inputs ``Z`` shared by the latents, or a set ``Z_j`` of its own. Data are (input, output) pairs: a row of ``X`` is an input
-followed by the index of the output observed there (:func:`stack_outputs` builds them from an
-(n, t) array with NaN for the missing entries), so a minibatch is a batch of pairs and a missing
-output costs nothing. With ``A_j = L_j^{-1} K_{Z X}`` (``L_j L_j^T = K_j(Z, Z) + jitter I``):
+over inducing inputs ``Z`` shared by the latents, or a set ``Z_j`` of its own. Data are
+(input, output) pairs: a row of ``X`` is an input followed by the index of the output observed
+there (:func:`stack_outputs` builds them from an (n, t) array with NaN for the missing
+entries), so a minibatch is a batch of pairs and a missing output costs nothing. With
+``A_j = L_j^{-1} K_j(Z_j, X)`` (``L_j L_j^T = K_j(Z_j, Z_j) + jitter I``):
 
     mu_j = A_j^T m_j,       var_j = diag K_j(X, X) - colsum(A_j^2) + colsum((R_j^T A_j)^2),
     f_i ~ N(c_{a_i} + sum_j W[a_i, j] mu_j[i],  sum_j W[a_i, j]^2 var_j[i])   (the g_j independent),
