@@ -30,6 +30,7 @@ from gpnum.backend import cg_direction, cg_update, column_dots, default_rng
 from gpnum.errors import ConvergenceWarning, NotPSDError
 from gpnum.linalg._lanczos import tridiagonal
 from gpnum.linalg._operators import aslinearoperator
+from gpnum.linalg._pcg import first_direction
 from gpnum.linalg._pivoted_cholesky import WoodburyInverse
 from gpnum.linalg._validation import prepare_system
 
@@ -141,18 +142,9 @@ def pcg_lanczos(A, B, *, M=None, rtol=1e-2, maxiter=1000, min_iter=10, check_eve
     R = xp.asarray(B2, copy=True)
     b_norm = xp.linalg.vector_norm(B2, axis=0)
     safe_b = xp.where(b_norm > 0.0, b_norm, 1.0)
-    # A diagonal preconditioner (no low-rank part) is applied inside the vector updates.
-    scale = None if precond is None else precond.diagonal_scale()
-    if precond is None:
-        Z = R
-    elif scale is not None:
-        Z = R * (scale if scale.ndim == 0 else scale[:, None])
-    else:
-        Z = precond._matmat(R)
+    scale, Z, P = first_direction(precond, R, xp)
     rz = column_dots(R, Z)
     start_norm2 = rz
-    P = Z if Z is not R and (scale is not None or precond.fresh_products) \
-        else xp.asarray(Z, copy=True)
     live = (b_norm > 0.0)
     diag_list, off_list = [], []
     prev_alpha = xp.ones((k,), dtype=dtype, device=device)

@@ -58,6 +58,27 @@ def _column_list(mask, xp, limit=8):
     return f"[{shown}{', ...' if len(idx) > limit else ''}]"
 
 
+def first_direction(precond, R, xp):
+    """The start of a block PCG from the residual ``R`` (n, k): ``(scale, Z, P)``.
+
+    ``Z = M R`` (``R`` itself without a preconditioner) and the first search direction ``P``,
+    a block of the loop's own: the fused updates (:func:`gpnum.backend.cg_direction`) overwrite
+    it, so it is a copy unless ``Z`` already is a fresh array. ``scale`` is ``M``'s diagonal
+    when ``M`` is diagonal (no low-rank part; the vector updates then apply it themselves),
+    else None.
+    """
+    scale = None if precond is None else precond.diagonal_scale()
+    if precond is None:
+        Z = R
+    elif scale is not None:
+        Z = R * (scale if scale.ndim == 0 else scale[:, None])
+    else:
+        Z = precond._matmat(R)
+    P = Z if Z is not R and (scale is not None or precond.fresh_products) \
+        else xp.asarray(Z, copy=True)
+    return scale, Z, P
+
+
 def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every=None):
     """Solve ``A X = B`` for symmetric positive-definite ``A`` by (preconditioned) CG.
 
@@ -122,20 +143,11 @@ def pcg(A, B, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, x0=None, check_every
     r_norm = xp.linalg.vector_norm(R, axis=0)
     active = r_norm > tol
     bad = xp.zeros((k,), dtype=xp.int32, device=device)      # breakdown code per column
-    # A diagonal preconditioner (no low-rank part) is applied inside the vector updates.
-    scale = None if precond is None else precond.diagonal_scale()
-    if precond is None:
-        Z = R
-    elif scale is not None:
-        Z = R * (scale if scale.ndim == 0 else scale[:, None])
-    else:
-        Z = precond._matmat(R)
+    scale, Z, P = first_direction(precond, R, xp)
     rz = column_dots(R, Z)
     prec_bad = active & (rz <= 0.0)
     bad = xp.where(prec_bad, _INDEFINITE_PRECONDITIONER, bad)
     active = active & ~prec_bad
-    P = Z if Z is not R and (scale is not None or precond.fresh_products) \
-        else xp.asarray(Z, copy=True)
 
     num_iter = 0
     state = "running"
