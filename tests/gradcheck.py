@@ -54,3 +54,20 @@ def check_grad(f, x, grad, *, eps=1e-6, rtol=1e-6, atol=1e-12, name="gradient"):
         return 0.0
     assert err < rtol, f"{name}: relative error {err:.2e} >= {rtol:.0e}\nanalytic={grad}\nnumerical={num}"
     return err
+
+
+def check_model_grad(model, grads, value, *, eps=1e-6, names=None):
+    """:func:`check_grad` of every parameter of ``model`` (or those in ``names``): ``value()``
+    evaluated with one parameter moved through ``model.set_parameters``, the others held and
+    the parameter restored afterwards, against ``grads[name]``."""
+    params = model.parameters()
+    for name in params if names is None else names:
+        x0 = np.asarray(params[name], dtype=np.float64)
+
+        def f(x, name=name, x0=x0):
+            model.set_parameters({name: x})
+            out = float(value())
+            model.set_parameters({name: x0})
+            return out
+
+        check_grad(f, x0, grads[name], name=name, eps=eps)
