@@ -22,6 +22,7 @@ function of the parameters.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
@@ -375,14 +376,29 @@ def _fingerprint(model):
         float(model.jitter),)
 
 
+def per_parameter_value(attr):
+    """Decorator of ``state(model)``: the result is kept on ``model.<attr>`` with the
+    parameters' (and jitter's) values it was computed for, and computed again only when they
+    change (the prediction caches of the CG, grid and SKI paths)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def cached(model):
+            key = _fingerprint(model)
+            hit = getattr(model, attr, None)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            state = fn(model)
+            setattr(model, attr, (key, state))
+            return state
+        return cached
+    return wrap
+
+
 @_in_numpy_pool
+@per_parameter_value("_cg_cache")
 def prediction_state(model):
     """The mean cache ``a = K_y^{-1} r`` (PCG at ``predict_rtol``) and the LOVE cache ``R``
     (n, k) with ``R R^T ~= K_y^{-1}``, both computed once per parameter value and kept."""
-    key = _fingerprint(model)
-    cached = getattr(model, "_cg_cache", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
     xp = model.xp
     opts = model.cg_options
     high = xp.float64
@@ -429,8 +445,7 @@ def prediction_state(model):
             f"(tolerance {_VARIANCE_CHECK_WARN}); the means are not affected. The preconditioner "
             f"(rank {M.lowrank.factor.shape[1]}) leaves too much of K above the noise: raise "
             "cg_options.precond_rank and love_rank, or take variances from "
-            "solver='cholesky' where n allows", ConvergenceWarning, stacklevel=4)
-    model._cg_cache = (key, state)
+            "solver='cholesky' where n allows", ConvergenceWarning, stacklevel=5)
     return state
 
 

@@ -121,10 +121,11 @@ def prediction_state(model):
     eigendecomposition (exact path) or PCG at ``predict_rtol`` and LOVE (BBMM paths)."""
     if model.solver == "ski":
         return _gpr_ski.prediction_state(model)
-    key = _gpr_cg._fingerprint(model)
-    cached = getattr(model, "_grid_cache", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    return _grid_state(model)
+
+
+@_gpr_cg.per_parameter_value("_grid_cache")
+def _grid_state(model):
     xp = model.xp
     opts = model.cg_options
     high = xp.float64
@@ -148,7 +149,6 @@ def prediction_state(model):
         state.update(_gpr_cg._love_cache(A, M, resid, min(opts.love_rank, n)))
         state["precond"] = M
         model._cg_predict_last = _gpr_cg.solve_record(sol, rtol, M)
-    model._grid_cache = (key, state)
     return state
 
 

@@ -102,14 +102,11 @@ def covers(model, Xnew):
 
 
 @_in_numpy_pool
+@_gpr_cg.per_parameter_value("_ski_cache")
 def prediction_state(model):
     """``alpha = K_y^{-1} r`` (PCG at ``predict_rtol``), the mean cache ``K_UU W^T alpha`` (m,)
     and the LOVE caches (module notes), once per parameter value; ``alpha`` and LOVE's basis
     in :func:`training`'s order of the rows (``state["X"]``)."""
-    key = _gpr_cg._fingerprint(model)
-    cached = getattr(model, "_ski_cache", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
     xp = model.xp
     opts = model.cg_options
     high = xp.float64
@@ -132,7 +129,6 @@ def prediction_state(model):
              "love_R": solve_triangular(L_T, C.T, lower=True).T,              # C L_T^{-T}
              "love_Q": lz.basis, "love_L": L_T, "precond": M}
     model._cg_predict_last = _gpr_cg.solve_record(sol, rtol, M)
-    model._ski_cache = (key, state)
     return state
 
 
