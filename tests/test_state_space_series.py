@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradcheck import check_grad, check_model_grad
+from test_gpr_state_space import check_backend_against_dense, check_samples_against_dense
 
 import gpnum
 import gpnum.kernels as K
@@ -287,16 +288,7 @@ def test_samples_match_the_dense_posterior():
     t1 = X[X[:, 1] == LABELS[2], 0][0]
     Xs = np.array([[-3.0, LABELS[0]], [10.0, LABELS[0]], [10.0, LABELS[1]], [X[4, 0], X[4, 1]],
                    [t1 + 0.3, LABELS[2]], [50.0, LABELS[1]], [5.0, 9.0]])
-    mean, cov = dense.predict_f(Xs, full_cov=True)
-    num = 3000
-    S = np.asarray(ss.sample_f(Xs, num, seed=7))
-    assert S.shape == (num, Xs.shape[0])
-    se_mean = np.sqrt(np.diag(cov) / num)
-    assert np.all(np.abs(S.mean(0) - mean) < 4.5 * se_mean)
-    emp = np.cov(S.T)
-    se_cov = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov ** 2) / num)
-    assert np.all(np.abs(emp - cov) < 4.5 * se_cov)
-    np.testing.assert_array_equal(S, np.asarray(ss.sample_f(Xs, num, seed=7)))
+    check_samples_against_dense(ss, dense, Xs, 3000)
 
 
 # ------------------------------------------------------------------------ backends, dtypes
@@ -307,22 +299,7 @@ def test_every_backend_against_float64_dense(xp, dtype, device, to_xp):
     ss = GPR(_kernel("matern32_plus_sho", **kw), Gaussian(variance=NOISE, **kw), to_xp(X),
              to_xp(y), mean=MEAN, solver="state_space")
     _, dense = _models("matern32_plus_sho", X32 if dtype == xp.float32 else X, y)
-    v, g = ss.log_marginal_likelihood_and_grad()
-    assert v.dtype == dtype and v.shape == ()
-    v_d, g_d = dense.log_marginal_likelihood_and_grad()
-    tol = 1e-4 if dtype == xp.float32 else 1e-9
-    assert abs(float(v) - float(v_d)) <= tol * abs(float(v_d))
-    for key in g_d:
-        assert g[key].dtype == dtype
-        assert abs(_scalar(g[key]) - _scalar(g_d[key])) <= tol * max(1.0, abs(_scalar(g_d[key])))
-    Xs = to_xp(_new_points(X))
-    mu, var = ss.predict_f(Xs)
-    mu_d, var_d = dense.predict_f(np.asarray(B.to_numpy(Xs), dtype=np.float64))
-    assert mu.dtype == dtype
-    assert _rel(B.to_numpy(mu), mu_d) < tol * 10
-    assert _rel(B.to_numpy(var), var_d) < tol * 10
-    S = ss.sample_f(Xs[:3, :], 5, seed=1)
-    assert S.shape == (5, 3) and S.dtype == dtype
+    check_backend_against_dense(ss, dense, to_xp(_new_points(X)), xp, dtype)
 
 
 # ------------------------------------------------------------------------ solver choice, errors
