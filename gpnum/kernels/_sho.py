@@ -63,9 +63,9 @@ def sho_functions(t, w0, quality, need_derivative=False):
     E = xp.exp(m * t)
     if d_host < 0.0:
         omega = xp.sqrt(-d)
-        x = omega * t
-        EC = E * xp.cos(x)
-        ES = E * xp.sin(x) / omega
+        cos, sin = _cos_sin(omega * t)
+        EC = E * cos
+        ES = E * sin / omega
     elif d_host > 0.0:
         omega = xp.sqrt(d)
         x = omega * t
@@ -89,6 +89,23 @@ def sho_functions(t, w0, quality, need_derivative=False):
     d_safe = d if d_host != 0.0 else xp.ones_like(d)
     closed = (t * EC - ES) / (2.0 * d_safe)
     return EC, ES, xp.where(use_series, series, closed)
+
+
+def _cos_sin(x):
+    """``cos x`` and ``sin x`` from one ``tan(x / 2)``: ``(1 - u^2) / (1 + u^2)`` and
+    ``2 u / (1 + u^2)``.
+
+    NumPy's float64 ``cos`` and ``sin`` are scalar library calls (about 6 ns an element each
+    here, ten times its ``exp``); ``tan`` plus the arithmetic costs a third of the pair. The
+    error is a few units in the last place of ``max(|cos x|, |sin x|)``: absolute, not
+    relative, near a zero of ``cos``, where the argument's own rounding is larger anyway.
+    ``|u|`` stays below about ``1.7e16``, so nothing overflows.
+    """
+    xp = get_namespace(x)
+    u = xp.tan(0.5 * x)
+    u2 = u * u
+    inv = 1.0 / (1.0 + u2)
+    return (1.0 - u2) * inv, (2.0 * u) * inv
 
 
 def sho_parameter_derivatives(w0, quality, period):

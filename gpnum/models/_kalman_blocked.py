@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import math
 
+import array_api_compat
+
 from gpnum.backend import device_of, get_namespace
 from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_scan
 
@@ -108,14 +110,16 @@ class _Layout:
             (self.B, L)))
 
 
-def _transition_maps(form, dt, maps, first_zero, xp, cache=None):
+def _transition_maps(form, dt, maps, first_zero, xp, cache=None, out=None):
     """``[M(A(dt_k)) for every step k]`` for linear maps ``M`` of a (J, J) matrix (``maps``:
     callables on stacks (..., J, J)), float64, each (n,) + the map's shape; ``first_zero``:
     ``A = 0`` for the first step.
 
     With the form's expansion ``A = sum_k c_k E_k`` (:meth:`StateSpaceForm.transition_terms`)
     a map costs one product ``c @ M(E)`` (``M(E)`` kept in the dict ``cache`` for the next
-    call, ``E`` being the same); without, ``M`` runs on the formed transitions.
+    call, ``E`` being the same); without, ``M`` runs on the formed transitions. ``out``
+    (NumPy, one map): a flat float64 buffer that the product is written into, when it is
+    long enough (no fresh array per call).
     """
     n = dt.shape[0]
     terms = form.transition_terms(dt)
@@ -133,18 +137,24 @@ def _transition_maps(form, dt, maps, first_zero, xp, cache=None):
         E = xp.astype(terms[1], xp.float64, copy=False)
         ME = [M(E) for M in maps]
         cache["maps"] = [(xp.reshape(m, (E.shape[0], -1)), tuple(m.shape[1:])) for m in ME]
+    if out is not None and len(maps) == 1 and out.shape[0] >= n * cache["maps"][0][0].shape[1]:
+        m, shape = cache["maps"][0]
+        res = xp.reshape(out[:n * m.shape[1]], (n, m.shape[1]))
+        xp.matmul(c, m, out=res)
+        return [xp.reshape(res, (n,) + shape)]
     return [xp.reshape(c @ m, (n,) + shape) for m, shape in cache["maps"]]
 
 
-def _transitions(form, lay, l0, l1, xp, maps=None, cache=None):
+def _transitions(form, lay, l0, l1, xp, maps=None, cache=None, out=None):
     """``A`` (l1 - l0, B, J, J) in float64 for steps ``l0:l1`` of every block (or the
-    linear ``maps`` of it, :func:`_transition_maps`), ``A_0 = 0`` for the series' first."""
+    linear ``maps`` of it, :func:`_transition_maps`, with its ``out``), ``A_0 = 0`` for the
+    series' first."""
     dt = xp.reshape(lay.dt[l0:l1, :], (-1,))
     # row 0 of the slab is block 0's first step when the slab starts the blocks
     first_zero = l0 == 0 and lay.first_is_prior
-    out = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp,
-                           cache)
-    res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in out]
+    res = _transition_maps(form, dt, [lambda A: A] if maps is None else maps, first_zero, xp,
+                           cache, out)
+    res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in res]
     if lay.keep is not None:  # every map is linear: M(0) = 0 at the restarts
         res = [M * lay.keep[l0:l1, :, None, None] for M in res]
     return res[0] if maps is None else res
@@ -166,6 +176,8 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     ``eta`` and ``sum r^2 / S`` come from one product of the stored
     ``z_k = [u_k, -r_k] = [h^T A_k Phi_{k-1}, h^T A_k b_{k-1} - y_k]`` after each slab of steps.
     """
+    if array_api_compat.is_numpy_namespace(xp):
+        return _block_elements_numpy(form, lay, h, P_inf, R)
     B, J = lay.B, P_inf.shape[-1]
     dev = lay.dev
     W = xp.broadcast_to(xp.concat([-P_inf, xp.eye(J, dtype=xp.float64, device=dev),
@@ -208,6 +220,85 @@ def _block_elements(form, lay, h, P_inf, R, xp):
     c = -0.5 * (Z[:, J, J] + logS)
     Phi, b = W[:, :, J:2 * J], W[:, :, 2 * J:]
     return (Phi, b, _sym(W[:, :, :J] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
+
+
+def _block_elements_numpy(form, lay, h, P_inf, R):
+    """:func:`_block_elements` on NumPy: the same recursion in preallocated buffers.
+
+    NumPy pays about 45 ns for each small matrix of a stacked product and its page faults for
+    each fresh array of a step's size (over 128 KiB), so a step is three stacked products
+    written with ``out=`` into two buffers. The state ``W = [slot 0 | slot 1 | Phi | b]``
+    (B, J + 1, 3J + 1) keeps the covariance ``D`` in one slot and, in its last row, the
+    constants the innovation's row needs (``h^T P_inf`` under both slots, ``-y_k`` under
+    ``b``). A step: ``D A^T`` into the other slot; ``U = [A 0; h^T A 1] W``, whose slot is
+    ``A D A^T`` and whose last row is ``[g | z]``; then the update as a product,
+    ``W = [I | -k] U``. The stale slot is carried along unused.
+    """
+    import numpy as np
+
+    B, J = lay.B, P_inf.shape[-1]
+    h = np.asarray(h, dtype=np.float64)
+    hP = h @ P_inf
+    W = np.zeros((B, J + 1, 3 * J + 1))
+    W[:, :J, :J] = -P_inf                      # D = C - P_inf with C = 0 (x given)
+    W[:, :J, 2 * J:3 * J] = np.eye(J)          # Phi = I
+    W[:, J, :2 * J] = np.concatenate([hP, hP])
+    U = np.empty((B, J + 1, 3 * J + 1))
+    M = np.zeros((B, J, J + 1))
+    M[:, :, :J] = np.eye(J)
+    Z = np.zeros((B, J + 1, J + 1))
+    logS = np.zeros((B,))
+    p = 0  # the slot holding D (0 or 1)
+    cache = {}
+    slabs = _slabs(lay)
+    rows = slabs[0][1] - slabs[0][0]
+    # reused by every slab: the transitions, z_k and S_k, (w_k / S_k) z_k
+    buf = np.empty(rows * B * (J + 1) ** 2)
+    z_buf, S_buf, zw_buf = (np.empty((rows, B, J + 1)), np.empty((rows, B)),
+                            np.empty((rows, B, J + 1)))
+    # fixed views of the buffers (a view costs as much as a small operation)
+    D_slot = (W[:, :J, :J], W[:, :J, J:2 * J])
+    g_slot = (U[:, J, :J], U[:, J, J:2 * J])
+    W_top, W_y, U_z, M_k = W[:, :J, :], W[:, J, 3 * J], U[:, J, 2 * J:], M[:, :, J]
+    neg_y, neg_w = -lay.y, -lay.w
+    for l0, l1 in slabs:
+        # [A^T A^T h; 0 1] (l1 - l0, B, J + 1, J + 1): its transpose is the second product's
+        # left factor, its block A^T (unit column stride) the first's right factor (a
+        # transposed view there would take NumPy's slower path)
+        (AT,) = _transitions(form, lay, l0, l1, np, maps=[_extended_t(h)], cache=cache,
+                             out=buf)
+        AT[:, :, J, J] = 1.0
+        A_ext, A_t = np.swapaxes(AT, 2, 3), AT[:, :, :J, :J]
+        z, S, zw = z_buf[:l1 - l0], S_buf[:l1 - l0], zw_buf[:l1 - l0]
+        for i in range(l1 - l0):
+            k, q = l0 + i, 1 - p
+            g, Sk = g_slot[q], S[i]
+            np.matmul(D_slot[p], A_t[i], out=D_slot[q])                # D A^T
+            W_y[...] = neg_y[k]
+            np.matmul(A_ext[i], W, out=U)               # [A 0; h^T A 1] W: A D A^T, [g | z]
+            np.matmul(g, h, out=Sk)
+            Sk += R
+            np.multiply(g, (neg_w[k] / Sk)[:, None], out=M_k)
+            np.matmul(M, U, out=W_top)                                 # W = U - k [g | z]
+            z[i] = U_z
+            p = q
+        w = lay.w[l0:l1, :]
+        np.multiply(z, (w / S)[:, :, None], out=zw)
+        Z += np.transpose(z, (1, 2, 0)) @ np.transpose(zw, (1, 0, 2))
+        logS += np.sum(w * np.log(S), axis=0)
+    c = -0.5 * (Z[:, J, J] + logS)
+    Phi, b = W[:, :J, 2 * J:3 * J], W[:, :J, 3 * J:]
+    return (Phi, b, _sym(D_slot[p] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
+
+
+def _extended_t(h):
+    """The linear map ``A -> [A^T A^T h; 0 0]`` (..., J + 1, J + 1) of a stack of
+    transitions (the corner's 1 is set by the caller)."""
+    def extended_t(A):
+        xp = get_namespace(A)
+        top = xp.concat([_t(A), (h @ A)[..., :, None]], axis=-1)
+        return xp.concat([top, xp.zeros_like(top[..., :1, :])], axis=-2)
+    return extended_t
 
 
 def _starts(elems, xp):
