@@ -137,11 +137,10 @@ def _transition_maps(form, dt, maps, first_zero, xp, cache=None, out=None):
         E = xp.astype(terms[1], xp.float64, copy=False)
         ME = [M(E) for M in maps]
         cache["maps"] = [(xp.reshape(m, (E.shape[0], -1)), tuple(m.shape[1:])) for m in ME]
-    if out is not None and len(maps) == 1 and out.shape[0] >= n * cache["maps"][0][0].shape[1]:
-        m, shape = cache["maps"][0]
-        res = xp.reshape(out[:n * m.shape[1]], (n, m.shape[1]))
-        xp.matmul(c, m, out=res)
-        return [xp.reshape(res, (n,) + shape)]
+    if out is not None:
+        (m, shape), = cache["maps"]
+        xp.matmul(c, m, out=out[:n, :])
+        return [xp.reshape(out[:n, :], (n,) + shape)]
     return [xp.reshape(c @ m, (n,) + shape) for m, shape in cache["maps"]]
 
 
@@ -156,7 +155,10 @@ def _transitions(form, lay, l0, l1, xp, maps=None, cache=None, out=None):
                            cache, out)
     res = [xp.reshape(M, (l1 - l0, lay.B) + tuple(M.shape[1:])) for M in res]
     if lay.keep is not None:  # every map is linear: M(0) = 0 at the restarts
-        res = [M * lay.keep[l0:l1, :, None, None] for M in res]
+        if out is not None:
+            res[0] *= lay.keep[l0:l1, :, None, None]
+        else:
+            res = [M * lay.keep[l0:l1, :, None, None] for M in res]
     return res[0] if maps is None else res
 
 
@@ -252,33 +254,38 @@ def _block_elements_numpy(form, lay, h, P_inf, R):
     cache = {}
     slabs = _slabs(lay)
     rows = slabs[0][1] - slabs[0][0]
-    # reused by every slab: the transitions, z_k and S_k, (w_k / S_k) z_k
-    buf = np.empty(rows * B * (J + 1) ** 2)
+    # reused by every slab: the transitions [A^T A^T h; 0 1] (their constant last row written
+    # once), z_k and S_k, (w_k / S_k) z_k
+    ext = np.empty((rows * B, J + 1, J + 1))
+    ext[:, J, :J], ext[:, J, J] = 0.0, 1.0
+    ext_top = np.reshape(ext, (rows * B, (J + 1) ** 2))[:, :J * (J + 1)]
     z_buf, S_buf, zw_buf = (np.empty((rows, B, J + 1)), np.empty((rows, B)),
                             np.empty((rows, B, J + 1)))
     # fixed views of the buffers (a view costs as much as a small operation)
     D_slot = (W[:, :J, :J], W[:, :J, J:2 * J])
     g_slot = (U[:, J, :J], U[:, J, J:2 * J])
     W_top, W_y, U_z, M_k = W[:, :J, :], W[:, J, 3 * J], U[:, J, 2 * J:], M[:, :, J]
-    neg_y, neg_w = -lay.y, -lay.w
     for l0, l1 in slabs:
         # [A^T A^T h; 0 1] (l1 - l0, B, J + 1, J + 1): its transpose is the second product's
         # left factor, its block A^T (unit column stride) the first's right factor (a
         # transposed view there would take NumPy's slower path)
-        (AT,) = _transitions(form, lay, l0, l1, np, maps=[_extended_t(h)], cache=cache,
-                             out=buf)
-        AT[:, :, J, J] = 1.0
+        top = _transitions(form, lay, l0, l1, np, maps=[_with_h_t(h)], cache=cache,
+                           out=ext_top)[0]
+        AT = np.reshape(ext[:(l1 - l0) * B], (l1 - l0, B, J + 1, J + 1))
+        if not np.shares_memory(top, ext):  # a form without the expansion: formed anew
+            AT[:, :, :J, :] = top
         A_ext, A_t = np.swapaxes(AT, 2, 3), AT[:, :, :J, :J]
         z, S, zw = z_buf[:l1 - l0], S_buf[:l1 - l0], zw_buf[:l1 - l0]
+        neg_w = -lay.w[l0:l1, :]
         for i in range(l1 - l0):
             k, q = l0 + i, 1 - p
             g, Sk = g_slot[q], S[i]
             np.matmul(D_slot[p], A_t[i], out=D_slot[q])                # D A^T
-            W_y[...] = neg_y[k]
+            W_y[...] = lay.y[k]
             np.matmul(A_ext[i], W, out=U)               # [A 0; h^T A 1] W: A D A^T, [g | z]
             np.matmul(g, h, out=Sk)
             Sk += R
-            np.multiply(g, (neg_w[k] / Sk)[:, None], out=M_k)
+            np.multiply(g, (neg_w[i] / Sk)[:, None], out=M_k)
             np.matmul(M, U, out=W_top)                                 # W = U - k [g | z]
             z[i] = U_z
             p = q
@@ -287,18 +294,17 @@ def _block_elements_numpy(form, lay, h, P_inf, R):
         Z += np.transpose(z, (1, 2, 0)) @ np.transpose(zw, (1, 0, 2))
         logS += np.sum(w * np.log(S), axis=0)
     c = -0.5 * (Z[:, J, J] + logS)
-    Phi, b = W[:, :J, 2 * J:3 * J], W[:, :J, 3 * J:]
-    return (Phi, b, _sym(D_slot[p] + P_inf), -Z[:, :J, J:], _sym(Z[:, :J, :J])), c
+    # W's last column holds -b, z_k's last entry r_k (the sign of y_k in W's last row)
+    Phi, b = W[:, :J, 2 * J:3 * J], -W[:, :J, 3 * J:]
+    return (Phi, b, _sym(D_slot[p] + P_inf), Z[:, :J, J:], _sym(Z[:, :J, :J])), c
 
 
-def _extended_t(h):
-    """The linear map ``A -> [A^T A^T h; 0 0]`` (..., J + 1, J + 1) of a stack of
-    transitions (the corner's 1 is set by the caller)."""
-    def extended_t(A):
+def _with_h_t(h):
+    """The linear map ``A -> [A^T | A^T h]`` (..., J, J + 1) of a stack of transitions."""
+    def with_h_t(A):
         xp = get_namespace(A)
-        top = xp.concat([_t(A), (h @ A)[..., :, None]], axis=-1)
-        return xp.concat([top, xp.zeros_like(top[..., :1, :])], axis=-2)
-    return extended_t
+        return xp.concat([_t(A), (h @ A)[..., :, None]], axis=-1)
+    return with_h_t
 
 
 def _starts(elems, xp):
