@@ -229,12 +229,12 @@ def _block_elements_numpy(form, lay, h, P_inf, R):
 
     NumPy pays about 45 ns for each small matrix of a stacked product and its page faults for
     each fresh array of a step's size (over 128 KiB), so a step is three stacked products
-    written with ``out=`` into two buffers. The state ``W = [slot 0 | slot 1 | Phi | b]``
+    written with ``out=`` into two buffers. The state ``W = [slot 0 | slot 1 | Phi | -b]``
     (B, J + 1, 3J + 1) keeps the covariance ``D`` in one slot and, in its last row, the
-    constants the innovation's row needs (``h^T P_inf`` under both slots, ``-y_k`` under
-    ``b``). A step: ``D A^T`` into the other slot; ``U = [A 0; h^T A 1] W``, whose slot is
-    ``A D A^T`` and whose last row is ``[g | z]``; then the update as a product,
-    ``W = [I | -k] U``. The stale slot is carried along unused.
+    constants the innovation's row needs (``h^T P_inf`` under both slots, ``y_k`` under
+    ``-b``). A step: ``D A^T`` into the other slot; ``U = [A 0; h^T A 1] W``, whose slot is
+    ``A D A^T`` and whose last row is ``[g | u, r]`` (``r_k`` the innovation); then the
+    update as a product, ``W = [I | -k] U``. The stale slot is carried along unused.
     """
     import numpy as np
 
