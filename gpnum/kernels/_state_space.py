@@ -67,7 +67,8 @@ class StateSpaceForm:
     """
 
     def __init__(self, names, H, P_inf, dP_inf, transition, transition_vjp=None, terms=None):
-        # terms: (coefficients, E): A(dt) = coefficients(dt) @ E over E's first axis
+        # terms: (coefficients, E): A(dt) = coefficients(dt)^T @ E over E's first axis, the
+        # coefficients (K, n) one row per term (rows written whole, not strided columns)
         self.names = tuple(names)
         self.H = H
         self.P_inf = P_inf
@@ -93,12 +94,13 @@ class StateSpaceForm:
         Every form here has one (``exp(-lam t) t^k / k!`` and ``N^k`` for a Matern, ``cos``,
         ``sin`` and a rotation's parts, sums and products of them), so a solver forms all the
         transitions, or any fixed linear map of them, by one matrix product ``c @ E``. ``E``
-        is the same array for every ``dt`` (formed with the form).
+        is the same array for every ``dt`` (formed with the form). ``c`` is the transpose of
+        a (K, n) array (a view).
         """
         if self._terms is None:
             return None
         coefficients, basis = self._terms
-        return coefficients(dt), basis
+        return get_namespace(dt).matrix_transpose(coefficients(dt)), basis
 
     def transition_vjp(self, dt, A_bar):
         """``sum_k <A_bar_k, dA(dt_k)/dtheta>`` for steps ``dt`` (n,) and adjoints ``A_bar``
@@ -222,7 +224,7 @@ def _matern_form(kernel, J):
         cols = [xp.exp(-lam * dt)]
         for k in range(1, J):
             cols.append(cols[-1] * (dt / float(k)))
-        return xp.stack(cols, axis=1)
+        return xp.stack(cols, axis=0)
 
     H = xp.concat([xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                    _zeros(var, (J - 1,))])
@@ -251,7 +253,7 @@ def _cosine_form(kernel):
         return A, xp.stack([dA, xp.zeros_like(A)])
 
     def coefficients(dt):
-        return xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=1)
+        return xp.stack([xp.cos(omega * dt), xp.sin(omega * dt)], axis=0)
 
     basis = xp.stack([_eye(var, 2), _matrix(var, [[0.0, -1.0], [1.0, 0.0]])])
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
@@ -268,7 +270,7 @@ def _constant_form(kernel):
         return A, (xp.zeros_like(A)[None, ...] if need_grad else None)
 
     def coefficients(dt):
-        return xp.ones((dt.shape[0], 1), dtype=dt.dtype, device=device_of(dt))
+        return xp.ones((1, dt.shape[0]), dtype=dt.dtype, device=device_of(dt))
 
     return StateSpaceForm(("variance",), xp.ones((1,), dtype=var.dtype, device=device_of(var)),
                           _matrix(var, [[var]]), _matrix(var, [[1.0]])[None, ...], transition,
@@ -303,7 +305,7 @@ def _sho_form(kernel):
 
     def coefficients(dt):
         EC, ES, _ = sho_functions(dt, w0, Q)
-        return xp.stack([EC, ES], axis=1)
+        return xp.stack([EC, ES], axis=0)
 
     H = xp.asarray([1.0, 0.0], dtype=var.dtype, device=device_of(var))
     return StateSpaceForm(("variance", "period", "quality"), H, P, dP, transition,
@@ -378,7 +380,7 @@ def _periodic_series_form(kernel):
         cols = [xp.ones((dt.shape[0],), dtype=dt.dtype, device=device_of(dt))]
         for co, si in rotations(dt):
             cols += [co, si]
-        return xp.stack(cols, axis=1)
+        return xp.stack(cols, axis=0)
 
     return StateSpaceForm(("lengthscale", "variance", "period"), H, P, dP, transition,
                           transition_vjp, (coefficients, basis))
@@ -444,7 +446,7 @@ def _sum_forms(forms):
     if all(f._terms is not None for f in forms):
         # the parts' coefficients side by side, their matrices on the diagonal blocks
         def coefficients(dt):
-            return xp.concat([f._terms[0](dt) for f in forms], axis=1)
+            return xp.concat([f._terms[0](dt) for f in forms], axis=0)
 
         basis = []
         for i, f in enumerate(forms):
@@ -486,7 +488,7 @@ def _product_of_two(a, b):
         # A_a (x) A_b = sum_{k, l} c_k d_l (E_k (x) F_l)
         def coefficients(dt):
             c, d = a._terms[0](dt), b._terms[0](dt)
-            return xp.reshape(c[:, :, None] * d[:, None, :], (dt.shape[0], -1))
+            return xp.reshape(c[:, None, :] * d[None, :, :], (-1, dt.shape[0]))
 
         EF = _kron(a._terms[1][:, None, ...], b._terms[1][None, ...])
         terms = (coefficients, xp.reshape(EF, (-1,) + tuple(EF.shape[-2:])))
