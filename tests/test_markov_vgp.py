@@ -187,6 +187,32 @@ def test_elbo_away_from_the_fixed_point_matches_dense():
     assert abs(float(model.elbo()) - elbo_d) <= 1e-9 * abs(elbo_d)
 
 
+def test_oscillating_full_steps_are_damped_to_the_same_fixed_point():
+    # Bernoulli labels in long runs (Elec2's "price up" half-hours) under a broad prior: the
+    # full CVI step (beta = 1) cycles without converging; converge_sites halves the step and
+    # reaches the fixed point of the dense iteration damped by hand (beta = 0.7)
+    from gpnum.datasets import load_series
+
+    _, raw, _, _ = load_series(columns=["class"], standardize=False)
+    y = raw[:300, 0]
+    t = np.arange(300) / 48.0
+    kern = lambda: (K.Matern32(lengthscale=0.175, variance=18.7)  # noqa: E731
+                    + K.SHO(variance=15.5, period=0.35, quality=0.9))
+    cycling = MarkovVGP(kern(), Bernoulli("logit"), t[:, None], y, mean=-1.15)
+    moves = [cycling.update_sites() for _ in range(40)]
+    assert min(moves[-10:]) > 0.1
+    model = MarkovVGP(kern(), Bernoulli("logit"), t[:, None], y, mean=-1.15, tol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model.converge_sites()
+    ref = DenseCVI(np.asarray(kern()(t[:, None])), -1.15)
+    lam1_d, lam2_d = ref.fixed_point("logit", y, beta=0.7, iters=600)
+    lam1, lam2 = model.sites()
+    assert _rel(lam1, lam1_d) < 1e-7 and _rel(lam2, lam2_d) < 1e-7
+    elbo_d = ref.elbo("logit", y, lam1_d, lam2_d)
+    assert abs(float(model.elbo()) - elbo_d) <= 1e-8 * abs(elbo_d)
+
+
 # ------------------------------------------------------------------ gradients
 @pytest.mark.parametrize("kind", ["poisson", "logit"])
 def test_gradient_finite_differences_of_the_converged_elbo(kind):
@@ -254,12 +280,13 @@ def test_fit_accepts_the_training_data_in_any_order():
         model.objective_and_grad(t[:, None], y[::-1].copy())
 
 
-def test_checkpoint_round_trip_keeps_the_sites():
+def test_checkpoint_round_trip_keeps_the_sites(tmp_path):
     t, y = _data("probit", n=40, seed=9)
-    model = MarkovVGP(_kernel(), Bernoulli(), t[:, None], y, beta=0.7, tol=1e-11)
+    model = MarkovVGP(_kernel(), Bernoulli(), t[:, None], y, mean=0.3, beta=0.7, tol=1e-11)
     model.converge_sites()
-    again = MarkovVGP.from_config(_kernel(), Bernoulli(), model.parameters(), model.config(),
-                                  model.data())
+    gpnum.save(model, tmp_path / "markov.npz")
+    again = gpnum.load(tmp_path / "markov.npz")
+    assert type(again) is MarkovVGP and again.config() == model.config()
     steps = again.num_site_steps
     assert float(again.elbo()) == pytest.approx(float(model.elbo()), rel=1e-13)
     again.converge_sites()

@@ -79,8 +79,8 @@ class MarkovVGP(FullBatchGaussianModel):
         CVI step size in (0, 1] of every site update (default 1: for a Gaussian likelihood
         one step reaches the exact posterior).
     tol : float
-        The sites count as converged when no natural parameter moves by more than
-        ``tol`` relative to its scale in a step (module notes of :meth:`converge_sites`).
+        The sites count as converged when a step moves ``q``'s marginals by at most ``tol``
+        (:meth:`converge_sites`).
     max_iter : int
         Most CVI steps per :meth:`converge_sites` (a :class:`gpnum.ConvergenceWarning` when
         they do not suffice).
@@ -121,7 +121,7 @@ class MarkovVGP(FullBatchGaussianModel):
     objective_name = "elbo"
     solver = "state_space"
 
-    def __init__(self, kernel, likelihood, X, y, *, mean=0.0, beta=1.0, tol=1e-10,
+    def __init__(self, kernel, likelihood, X, y, *, mean=0.0, beta=1.0, tol=1e-8,
                  max_iter=500, sites=None):
         self._setup(kernel, likelihood, X, y, mean, 0.0)
         xp = self.xp
@@ -240,44 +240,64 @@ class MarkovVGP(FullBatchGaussianModel):
             return lik.variational_expectations_and_grad(self._ys, m, s, check=False)
         return lik.variational_expectations(self._ys, m, s, check=False)
 
-    def _step(self, m, g, beta):
-        """One CVI step from the marginals ``m`` and the likelihood's gradients ``g``;
-        returns the largest relative move of a natural parameter."""
+    def _step(self, m, s, g, beta):
+        """One CVI step from the marginals ``(m, s)`` and the likelihood's gradients ``g``;
+        returns how far it moved ``q`` (:meth:`converge_sites`), a 0-d array."""
         xp = self.xp
         # log-concave: g_s <= 0 up to the quadrature's round-off; the floor (module constant)
         g_s = xp.minimum(g["var"], xp.asarray(-0.5 * MIN_SITE_PRECISION, dtype=xp.float64,
                                                device=self._device))
         lam2 = (1.0 - beta) * self._lam2 + beta * (-2.0 * g_s)
         lam1 = (1.0 - beta) * self._lam1 + beta * (g["mu"] - 2.0 * g_s * m)
-        move = xp.max(xp.maximum(xp.abs(lam2 - self._lam2) / lam2,
-                                 xp.abs(lam1 - self._lam1) / (xp.abs(lam1) + xp.sqrt(lam2))))
+        d2, d1 = lam2 - self._lam2, lam1 - self._lam1
+        # the change of the sites in units of q's marginal: its precision's relative change
+        # and its mean's shift in standard deviations (to first order)
+        move = xp.max(xp.maximum(s * xp.abs(d2), xp.sqrt(s) * xp.abs(d1 - m * d2)))
         self._lam1, self._lam2 = lam1, lam2
         self.num_site_steps += 1
         return move
 
     def update_sites(self, beta=None):
-        """One CVI step of every site (size ``beta``, default the model's); returns the
-        largest relative move of a site's natural parameter (a float)."""
+        """One CVI step of every site (size ``beta``, default the model's); returns how far
+        it moved ``q`` (a float; :meth:`converge_sites`)."""
         beta = self.beta if beta is None else float(beta)
         m, s = self._marginals()
         _, g = self._expectations(m, s)
-        return float(self._step(m, g, beta))
+        return float(self._step(m, s, g, beta))
 
     def converge_sites(self, beta=None, tol=None, max_iter=None):
-        """CVI steps until no site's natural parameter moves by more than ``tol`` relative
-        to its scale (``|d lambda2| / lambda2`` and ``|d lambda1| / (|lambda1| +
-        sqrt(lambda2))``), at most ``max_iter`` (defaults: the model's). Returns the number
-        of steps; warns (:class:`gpnum.ConvergenceWarning`) when they did not suffice."""
+        """CVI steps until a step moves ``q``'s marginals by at most ``tol``, at most
+        ``max_iter`` steps (defaults: the model's). Returns the number of steps; warns
+        (:class:`gpnum.ConvergenceWarning`) when they did not suffice.
+
+        A step's move is the largest over the points of ``s_k |d lambda2_k|`` (the relative
+        change of the marginal's precision) and ``sqrt(s_k) |d lambda1_k - m_k d lambda2_k|``
+        (the shift of its mean in standard deviations), to first order. The full step
+        (``beta = 1``) can oscillate where the likelihood is far from Gaussian under a broad
+        prior (a large kernel variance with Bernoulli labels); whenever a step moves ``q``
+        more than the one before it, or leaves a site non-finite, the step size is halved
+        for the rest of the call (the undamped iteration's fixed point is the same).
+        """
+        xp = self.xp
+        beta = self.beta if beta is None else float(beta)
         tol = self.tol if tol is None else float(tol)
         max_iter = self.max_iter if max_iter is None else int(max_iter)
-        move = math.inf
+        move, last = math.inf, math.inf
         for i in range(max_iter):
+            old = self._lam1, self._lam2
             move = self.update_sites(beta)
+            if not math.isfinite(move) or not bool(xp.all(xp.isfinite(self._lam1))):
+                self._lam1, self._lam2 = old
+                beta *= 0.5
+                continue
             if move <= tol:
                 return i + 1
-        warnings.warn(f"MarkovVGP: the CVI sites moved by {move:.2e} (relative) in their last "
-                      f"of {max_iter} steps, above tol={tol:.1e}; try a smaller beta or more "
-                      "max_iter", ConvergenceWarning, stacklevel=2)
+            if move > last:
+                beta *= 0.5
+            last = move
+        warnings.warn(f"MarkovVGP: the CVI sites moved q by {move:.2e} in their last of "
+                      f"{max_iter} steps (step size {beta:.3g}), above tol={tol:.1e}; raise "
+                      "max_iter or lower beta", ConvergenceWarning, stacklevel=2)
         return max_iter
 
     # ------------------------------------------------------------------ the ELBO
