@@ -14,8 +14,8 @@ and smoother of :mod:`gpnum.models._kalman_blocked` and :mod:`gpnum.models._kalm
 with ``R`` of shape (n,). With ``q``'s marginals ``N(m_k, s_k)`` and the expected log density
 ``E_k = E_q[log p(y_k | f_k)]`` (its derivatives ``g_m``, ``g_s`` from the likelihood's
 ``variational_expectations_and_grad``), the CVI step of size ``beta`` is the natural gradient
-of the ELBO in the sites' natural parameters (Chang et al. 2020, eq. 9; Khan & Lin 2017,
-eq. 12):
+of the ELBO in the sites' natural parameters (the CVI update of Khan & Lin 2017, in the
+per-point site form of Chang et al. 2020):
 
     lambda2 <- (1 - beta) lambda2 + beta (-2 g_s),
     lambda1 <- (1 - beta) lambda1 + beta (g_m - 2 g_s m).
@@ -98,8 +98,7 @@ class MarkovVGP(FullBatchGaussianModel):
     ``(g_m - 2 g_s m, -2 g_s)``, so the derivatives of ``sum_k (E_k - E_q[log t_k])`` w.r.t.
     every marginal ``(m_k, s_k)`` vanish (``g_m = (y~_k - m_k) / v~_k``,
     ``g_s = -1 / (2 v~_k)``) and nothing flows through ``q``; and the fixed point is a
-    stationary point of the ELBO in the sites, so their own change does not count either
-    (Chang et al. 2020, sec. 3.2). :func:`gpnum.fit` therefore trains the model by its
+    stationary point of the ELBO in the sites, so their own change does not count either. :func:`gpnum.fit` therefore trains the model by its
     default L-BFGS-B with no change: every evaluation alternates site updates (to
     convergence, warm-started) with the hyper-parameter step.
 
