@@ -98,9 +98,12 @@ class MarkovVGP(FullBatchGaussianModel):
     ``(g_m - 2 g_s m, -2 g_s)``, so the derivatives of ``sum_k (E_k - E_q[log t_k])`` w.r.t.
     every marginal ``(m_k, s_k)`` vanish (``g_m = (y~_k - m_k) / v~_k``,
     ``g_s = -1 / (2 v~_k)``) and nothing flows through ``q``; and the fixed point is a
-    stationary point of the ELBO in the sites, so their own change does not count either. :func:`gpnum.fit` therefore trains the model by its
-    default L-BFGS-B with no change: every evaluation alternates site updates (to
-    convergence, warm-started) with the hyper-parameter step.
+    stationary point of the ELBO in the sites, so their own change does not count either.
+    (Away from the fixed point, after a :class:`gpnum.ConvergenceWarning`, the gradient is
+    only approximate.) :func:`gpnum.fit` therefore trains the model by its default L-BFGS-B
+    with no change: every evaluation alternates site updates (to convergence, warm-started)
+    with the hyper-parameter step; full-batch Adam works too (the training data may come in
+    any order: sorted by time, then target, they map onto the same sites).
 
     Everything runs in float64, as :class:`GPR`'s state-space path: a float32 model's
     transitions are formed in float32 from its parameters and cast up.
