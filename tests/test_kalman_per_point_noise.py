@@ -138,3 +138,15 @@ def test_noise_of_the_wrong_shape_is_rejected():
     form = K.state_space_form(_kernel())
     with pytest.raises(ShapeError, match=r"R: .*\(50,\)"):
         lml_blocked(form, _steps(t), y, R[:49], False)
+
+
+def test_numpy_fast_path_equals_the_generic_path(monkeypatch):
+    t, y, R = _data(257, seed=5)
+    form = K.state_space_form(_kernel())
+    fast = lml_blocked(form, _steps(t), y, R, True, L=11)
+    monkeypatch.setattr(_kalman_blocked.array_api_compat, "is_numpy_namespace",
+                        lambda xp: False)
+    generic = lml_blocked(form, _steps(t), y, R, True, L=11)
+    assert abs(float(fast[0]) - float(generic[0])) <= 1e-12 * abs(float(generic[0]))
+    for a, b in zip(fast[1], generic[1], strict=True):
+        assert _rel(a, b) < 1e-11

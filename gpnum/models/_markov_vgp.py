@@ -280,15 +280,14 @@ class MarkovVGP(FullBatchGaussianModel):
         more than the one before it, or leaves a site non-finite, the step size is halved
         for the rest of the call (the undamped iteration's fixed point is the same).
         """
-        xp = self.xp
         beta = self.beta if beta is None else float(beta)
         tol = self.tol if tol is None else float(tol)
         max_iter = self.max_iter if max_iter is None else int(max_iter)
         move, last = math.inf, math.inf
         for i in range(max_iter):
             old = self._lam1, self._lam2
-            move = self.update_sites(beta)
-            if not math.isfinite(move) or not bool(xp.all(xp.isfinite(self._lam1))):
+            move = self.update_sites(beta)  # the step's one synchronisation
+            if not math.isfinite(move):  # a non-finite site makes the move non-finite too
                 self._lam1, self._lam2 = old
                 beta *= 0.5
                 continue
