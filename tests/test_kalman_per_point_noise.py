@@ -17,6 +17,7 @@ from gpnum import backend as B
 from gpnum.errors import ShapeError
 from gpnum.models import _kalman_blocked, _kalman_smoother
 from gpnum.models._kalman_blocked import lml_blocked
+from gpnum.models._kalman_blocked_marginals import smoothed_marginals
 
 
 def _kernel(**kw):
@@ -111,6 +112,25 @@ def test_smoothed_marginals_match_dense():
     assert _rel(var, var_d) < 1e-9
 
 
+def _dense_marginals(kern, t, R, y):
+    Kx = np.asarray(kern(t[:, None]))
+    C = Kx + np.diag(R)
+    return Kx @ np.linalg.solve(C, y), np.diag(Kx - Kx @ np.linalg.solve(C, Kx))
+
+
+@pytest.mark.parametrize("steps, slab", [(None, 1 << 13), (1, 1 << 13), (13, 20), (150, 7)])
+def test_blocked_smoothed_marginals_match_dense(monkeypatch, steps, slab):
+    # one step per block, one block of every step, and slabs that cut blocks: the RTS step
+    # into a slab's last step takes its transition from the next slab
+    monkeypatch.setattr(_kalman_blocked, "SLAB", slab)
+    t, y, R = _data(150, seed=6)
+    kern = _kernel()
+    mean, var = smoothed_marginals(K.state_space_form(kern), _steps(t), y, R, L=steps)
+    mean_d, var_d = _dense_marginals(kern, t, R, y)
+    assert _rel(mean, mean_d) < 1e-9
+    assert _rel(var, var_d) < 1e-9
+
+
 def test_every_backend(xp, dtype, device, to_xp):
     # a float32 kernel's transitions are formed in float32 and cast up (the filter runs in
     # float64): the loose tolerance is that of the float32 parameters
@@ -128,9 +148,11 @@ def test_every_backend(xp, dtype, device, to_xp):
     assert _rel(B.to_numpy(g), g_np) < tol
     state = _kalman_smoother.smoothed_state(form, as64(t), as64(y[:, None]), as64(R), xp)
     mean = B.to_numpy(state["ms"])[:, :, 0] @ np.asarray(B.to_numpy(form.H), dtype=np.float64)
-    Kx = np.asarray(_kernel()(t[:, None]))
-    mean_d = Kx @ np.linalg.solve(Kx + np.diag(R), y)
+    mean_d, var_d = _dense_marginals(_kernel(), t, R, y)
     assert _rel(mean, mean_d) < tol * 10
+    mean, var = smoothed_marginals(form, as64(_steps(t)), as64(y), as64(R))
+    assert _rel(B.to_numpy(mean), mean_d) < tol * 10
+    assert _rel(B.to_numpy(var), var_d) < tol * 10
 
 
 def test_noise_of_the_wrong_shape_is_rejected():

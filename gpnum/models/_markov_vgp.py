@@ -9,9 +9,10 @@ posterior under the sites,
 
     q(f) = p(f) prod_k t_k(f_k) / Z,
 
-i.e. GP regression on the pseudo-data ``y~`` with per-point noise ``v~``: the Kalman filter
-and smoother of :mod:`gpnum.models._kalman_blocked` and :mod:`gpnum.models._kalman_smoother`
-with ``R`` of shape (n,). With ``q``'s marginals ``N(m_k, s_k)`` and the expected log density
+i.e. GP regression on the pseudo-data ``y~`` with per-point noise ``v~``: the blocked Kalman
+filter and smoother of :mod:`gpnum.models._kalman_blocked` (``log Z`` and its gradient) and
+:mod:`gpnum.models._kalman_blocked_marginals` (q's marginals at the data), and the parallel
+smoother of :mod:`gpnum.models._kalman_smoother` (predictions), with ``R`` of shape (n,). With ``q``'s marginals ``N(m_k, s_k)`` and the expected log density
 ``E_k = E_q[log p(y_k | f_k)]`` (its derivatives ``g_m``, ``g_s`` from the likelihood's
 ``variational_expectations_and_grad``), the CVI step of size ``beta`` is the natural gradient
 of the ELBO in the sites' natural parameters (the CVI update of Khan & Lin 2017, in the
@@ -40,6 +41,7 @@ from gpnum.likelihoods import Bernoulli, Gaussian, NegativeBinomial, Poisson
 from gpnum.models import _kalman_smoother as smoother
 from gpnum.models._composite import FullBatchGaussianModel
 from gpnum.models._kalman_blocked import lml_blocked
+from gpnum.models._kalman_blocked_marginals import smoothed_marginals
 
 __all__ = ["MarkovVGP"]
 
@@ -224,17 +226,14 @@ class MarkovVGP(FullBatchGaussianModel):
         return self.xp.astype(self.mean, self.xp.float64)
 
     def _marginals(self):
-        """``q``'s marginal means and variances (n,) at the sorted training inputs."""
+        """``q``'s marginal means and variances (n,) at the sorted training inputs (the
+        blocked smoother, :mod:`gpnum.models._kalman_blocked_marginals`)."""
         xp = self.xp
         c = self._c()
-        resid = self._lam1 / self._lam2 - c
-        state = smoother.smoothed_state(self._form, self._t, resid[:, None], 1.0 / self._lam2,
-                                        xp)
-        h = state["h"]
-        m = state["ms"][:, :, 0] @ h + c
-        s = (state["Ps"] @ h) @ h
+        m, s = smoothed_marginals(self._form, self._dt, self._lam1 / self._lam2 - c,
+                                  1.0 / self._lam2)
         floor = xp.asarray(1e-300, dtype=xp.float64, device=self._device)
-        return m, xp.maximum(s, floor)  # a variance exactly 0 only in round-off
+        return m + c, xp.maximum(s, floor)  # a variance exactly 0 only in round-off
 
     def _expectations(self, m, s, want_grad=True):
         lik = self.likelihood
