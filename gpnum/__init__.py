@@ -16,7 +16,7 @@ from gpnum import (
 )
 from gpnum.checkpoint import load, save
 from gpnum.errors import BackendError, ConvergenceWarning, NotPSDError, ShapeError
-from gpnum.models import GPR, GVI, SGPR, SVGP, SVTP
+from gpnum.models import GPR, GVI, SGPR, SVGP, SVTP, MarkovVGP
 
 
 def fit(model, X=None, y=None, *, client=None, **kwargs):
@@ -32,7 +32,7 @@ def fit(model, X=None, y=None, *, client=None, **kwargs):
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendError", "ConvergenceWarning", "GPR", "GVI", "NotPSDError", "SGPR", "SVGP", "SVTP",
+__all__ = ["BackendError", "ConvergenceWarning", "GPR", "GVI", "MarkovVGP", "NotPSDError", "SGPR", "SVGP", "SVTP",
            "ShapeError",
            "backend",
            "ciq", "datasets", "distributed", "divergences", "fit", "hmm", "inducing", "kernels", "likelihoods", "linalg",

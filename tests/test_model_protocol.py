@@ -8,7 +8,7 @@ import pytest
 
 import gpnum
 from gpnum.kernels import ICM, RBF, Matern52
-from gpnum.likelihoods import Gaussian
+from gpnum.likelihoods import Bernoulli, Gaussian
 from gpnum.models import Model, ModelDefaults, check_model, model_members
 
 
@@ -30,6 +30,7 @@ def _models():
         "LMCSVGP": gpnum.models.LMCSVGP([k(), k()], Gaussian(variance=np.full(3, 0.1)), Z,
                                         num_outputs=3, num_data=30),
         "OILMM": gpnum.models.OILMM([k(), k()], Gaussian(variance=0.1), X, Y),
+        "MarkovVGP": gpnum.MarkovVGP(Matern52(), Bernoulli(), X[:, :1], X[:, 1] > 0.0),
     }
 
 

@@ -1,5 +1,6 @@
-"""The Gaussian-process models: exact GPR, collapsed SGPR, and the inducing-point models SVGP, GVI
-and SVTP. Each implements the model protocol, written once as :class:`gpnum.models.Model`."""
+"""The Gaussian-process models: exact GPR, collapsed SGPR, the inducing-point models SVGP, GVI
+and SVTP, and the Markovian variational GP over time (MarkovVGP). Each implements the model
+protocol, written once as :class:`gpnum.models.Model`."""
 
 from gpnum.models._build import (
                                  BuildOptionError,
@@ -16,6 +17,7 @@ from gpnum.models._gpr_cg import CGOptions
 from gpnum.models._gpr_multioutput import MultiOutputGPR
 from gpnum.models._gvi import GVI
 from gpnum.models._gvi_parts import VARIATIONAL_KERNELS, VARIATIONAL_MEANS
+from gpnum.models._markov_vgp import MarkovVGP
 from gpnum.models._oilmm import OILMM
 from gpnum.models._protocol import Model, ModelDefaults, check_model, model_members
 from gpnum.models._sgpr import SGPR
@@ -37,5 +39,5 @@ __all__ = ["BuildOptionError", "CGOptions", "GPR", "GVI", "Model", "VARIATIONAL_
            "inducing_jitter", "kernel_from_spec", "kernel_spec", "likelihood_from_spec",
            "likelihood_spec", "model_members", "precision_to_q_sqrt", "project_latents",
            "q_sqrt_to_precision", "spec_classes", "student_t_fisher", "student_t_fisher_solve"]
-__all__ += ["LMCSVGP", "MULTIOUTPUT_KINDS", "MultiOutputGPR", "OILMM", "build_multioutput_model",
+__all__ += ["LMCSVGP", "MULTIOUTPUT_KINDS", "MarkovVGP", "MultiOutputGPR", "OILMM", "build_multioutput_model",
             "stack_outputs"]

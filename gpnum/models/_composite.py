@@ -274,13 +274,9 @@ class FullBatchGaussianModel(ComposedParameters):
     # ------------------------------------------------------------------ construction
     def _setup(self, kernel, likelihood, X, y, mean, jitter):
         """Validate and store the constructor's arguments (namespace from ``X``)."""
-        name = type(self).__name__
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel: expected a gpnum kernel, got {type(kernel).__name__}")
-        if not isinstance(likelihood, Gaussian):
-            raise TypeError(f"likelihood: {name} is exact inference, closed-form only for "
-                            f"Gaussian noise: expected gpnum.likelihoods.Gaussian, got "
-                            f"{type(likelihood).__name__} (use SVGP for other likelihoods)")
+        self._check_likelihood(likelihood)
         # The model lives where its data do (a list or scalar data: where the kernel does).
         ref = X if is_array(X) else next(iter(kernel.parameters().values()))
         xp = get_namespace(ref)
@@ -318,6 +314,13 @@ class FullBatchGaussianModel(ComposedParameters):
         self.mean = mean
         self._X = X
         self._y = y
+
+    def _check_likelihood(self, likelihood):
+        """Raise unless the model can use ``likelihood`` (here: Gaussian noise only)."""
+        if not isinstance(likelihood, Gaussian):
+            raise TypeError(f"likelihood: {type(self).__name__} is exact inference, closed-form "
+                            f"only for Gaussian noise: expected gpnum.likelihoods.Gaussian, got "
+                            f"{type(likelihood).__name__} (use SVGP for other likelihoods)")
 
     # ------------------------------------------------------------------ data and settings
     @property

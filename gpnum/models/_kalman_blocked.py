@@ -58,6 +58,7 @@ import math
 import array_api_compat
 
 from gpnum.backend import device_of, get_namespace
+from gpnum.errors import ShapeError, describe_shape
 from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_scan
 
 __all__ = ["lml_blocked", "steps_per_block"]
@@ -86,7 +87,7 @@ def _mv(M, v):
 class _Layout:
     """Steps in block-major order ``b L + k`` stored step-major: row ``k``, column ``b``."""
 
-    def __init__(self, xp, dt, y, L, reset=None):
+    def __init__(self, xp, dt, y, L, reset=None, R=None):
         n = dt.shape[0]
         self.xp, self.n, self.L = xp, n, L
         self.B = -(-n // L)
@@ -99,6 +100,9 @@ class _Layout:
         self.dt = _t(xp.reshape(xp.concat([dt, zeros]), (self.B, L)))
         self.y = _t(xp.reshape(xp.concat([y, zeros]), (self.B, L)))
         self.w = _t(xp.reshape(xp.concat([ones, zeros]), (self.B, L)))
+        # per-step noise (n,): padded with ones (padding steps carry no observation, w = 0)
+        self.R = None if R is None or R.ndim == 0 else _t(xp.reshape(
+            xp.concat([R, xp.ones((pad,), dtype=dt.dtype, device=dev)]), (self.B, L)))
         # the first step of the whole series is the prior: A_0 = 0
         first = xp.concat([xp.zeros((1,), dtype=dt.dtype, device=dev),
                            xp.ones((self.B - 1,), dtype=dt.dtype, device=dev)])
@@ -207,7 +211,7 @@ def _block_elements(form, lay, h, P_inf, R, xp):
             U[:, :, :J] = U[:, :, :J] @ At[k - l0, ...]          # [D- | A Phi | A b]
             off[:, 2 * J] = -lay.y[k, :]
             gz = U[:, J, :] + off                                # [g | z]
-            S = gz[:, :J] @ h + R
+            S = gz[:, :J] @ h + (R if lay.R is None else lay.R[k, :])
             kg = (lay.w[k, :] / S)[:, None] * gz[:, :J]
             W = U[:, :J, :] - kg[:, :, None] * gz[:, None, :]
             zs.append(gz[:, J:])
@@ -265,6 +269,7 @@ def _block_elements_numpy(form, lay, h, P_inf, R):
     D_slot = (W[:, :J, :J], W[:, :J, J:2 * J])
     g_slot = (U[:, J, :J], U[:, J, J:2 * J])
     W_top, W_y, U_z, M_k = W[:, :J, :], W[:, J, 3 * J], U[:, J, 2 * J:], M[:, :, J]
+    R_rows = lay.R  # None: one noise variance R for every step
     for l0, l1 in slabs:
         # [A^T A^T h; 0 1] (l1 - l0, B, J + 1, J + 1): its transpose is the second product's
         # left factor, its block A^T (unit column stride) the first's right factor (a
@@ -284,7 +289,7 @@ def _block_elements_numpy(form, lay, h, P_inf, R):
             W_y[...] = lay.y[k]
             np.matmul(A_ext[i], W, out=U)               # [A 0; h^T A 1] W: A D A^T, [g | z]
             np.matmul(g, h, out=Sk)
-            Sk += R
+            Sk += R if R_rows is None else R_rows[k]
             np.multiply(g, (neg_w[i] / Sk)[:, None], out=M_k)
             np.matmul(M, U, out=W_top)                                 # W = U - k [g | z]
             z[i] = U_z
@@ -372,7 +377,7 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
             mp = _mv(A, m)
             Pp = A @ (P - P_inf) @ _t(A) + P_inf
             g = Pp @ h
-            S = g @ h + R
+            S = g @ h + (R if sub.R is None else sub.R[k, :])
             kap = sub.w[k, :] / S
             v = sub.y[k, :] - mp @ h
             kg = kap[:, None] * g
@@ -381,6 +386,7 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
     m_bar, P_bar = m_end, P_end
     Pinf_bar = xp.zeros_like(P_inf)
     R_bar = 0.0
+    R_bars = []  # per step (B,), when every step has its own noise
     y_bar = 0.0
     grad = 0.0
     for (l0, l1), As in zip(reversed(slabs), reversed(A_all), strict=True):
@@ -393,7 +399,7 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
             AD = A @ (P - P_inf)
             Pp = AD @ _t(A) + P_inf
             g = Pp @ h
-            S = g @ h + R
+            S = g @ h + (R if sub.R is None else sub.R[k, :])
             kap = w / S
             v = y - mp @ h
             Pg = _mv(P_bar, g)
@@ -403,7 +409,10 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
             S_bar = 0.5 * kap * (v * v / S - 1.0) - kap_bar * kap / S
             g_bar = (kap * v)[:, None] * m_bar - (2.0 * kap)[:, None] * Pg + S_bar[:, None] * h
             y_bar = y_bar + xp.sum(w * v_bar)
-            R_bar = R_bar + xp.sum(S_bar)
+            if sub.R is None:
+                R_bar = R_bar + xp.sum(S_bar)
+            else:
+                R_bars.append(w * S_bar)
             mp_bar = m_bar - v_bar[:, None] * h
             Pp_bar = P_bar + _sym(_outer(g_bar, h))
             A_bar.append(_outer(mp_bar, m) + 2.0 * (Pp_bar @ AD))
@@ -419,6 +428,8 @@ def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp)
         dt = xp.reshape(sub.dt[l0:l1, :], (-1,))
         J = A_bar.shape[-1]
         grad = grad + form.transition_vjp(dt, xp.reshape(A_bar, (-1, J, J)))
+    if sub.R is not None:  # (L, B) of this group's blocks, in step order
+        R_bar = xp.stack(R_bars[::-1], axis=0)
     return grad, Pinf_bar, R_bar, y_bar
 
 
@@ -428,6 +439,7 @@ class _Sub:
     def __init__(self, lay, cols):
         self.L, self.dev = lay.L, lay.dev
         self.dt, self.y, self.w = lay.dt[:, cols], lay.y[:, cols], lay.w[:, cols]
+        self.R = None if lay.R is None else lay.R[:, cols]
         self.B = self.dt.shape[1]
         self.keep0 = lay.keep0[cols, ...]
         self.keep = None if lay.keep is None else lay.keep[:, cols]
@@ -445,8 +457,9 @@ def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
         Steps between the sorted inputs (float64), the first ignored (the prior).
     y : array (n,)
         Observations minus the mean (float64).
-    R : 0-d array
-        Observation noise variance (float64, > 0).
+    R : array () or (n,)
+        Observation noise variance (float64, > 0): one for every step, or one per step
+        (heteroscedastic noise; the Gaussian sites of :class:`gpnum.models.MarkovVGP`).
     need_grad : bool
     L : int, optional
         Steps per block (default :func:`steps_per_block`); the result does not depend on it
@@ -460,13 +473,18 @@ def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     -------
     value : 0-d array
     grad : None, or a tuple ``(d_kernel (p,), d_R, d_y_sum)``: the derivatives w.r.t. the
-        form's parameters (``form.names``), ``R``, and the sum of the derivatives w.r.t. every
-        ``y_k`` (the negative of the derivative w.r.t. a constant mean).
+        form's parameters (``form.names``), ``R`` (shaped like ``R``: per step for a vector),
+        and the sum of the derivatives w.r.t. every ``y_k`` (the negative of the derivative
+        w.r.t. a constant mean).
     """
     xp = get_namespace(dt)
     n = dt.shape[0]
+    R = xp.asarray(R, dtype=xp.float64, device=device_of(dt))
+    if R.ndim != 0 and tuple(R.shape) != (n,):
+        raise ShapeError(f"R: expected the noise variance as a scalar or one per step, shape "
+                         f"() or ({n},), got {describe_shape(R.shape)}")
     L = steps_per_block(n) if L is None else max(1, min(int(L), n))
-    lay = _Layout(xp, dt, y, L, reset)
+    lay = _Layout(xp, dt, y, L, reset, R)
     h = xp.astype(form.H, xp.float64, copy=False)
     P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
     elems, c = _block_elements(form, lay, h, P_inf, R, xp)
@@ -478,12 +496,19 @@ def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     m_end, P_end = _end_adjoints(elems, mu, Sig, xp)
     group = max(1, GROUP // L)
     grad = Pinf_bar = R_bar = y_bar = 0.0
+    R_cols = []
     for s in range(0, lay.B, group):
         cols = slice(s, min(lay.B, s + group))
         g, pb, rb, yb = _filter_and_adjoint(form, lay, h, P_inf, R, mu[cols, ...],
                                             Sig[cols, ...], m_end[cols, ...],
                                             P_end[cols, ...], cols, xp)
-        grad, Pinf_bar, R_bar, y_bar = grad + g, Pinf_bar + pb, R_bar + rb, y_bar + yb
+        grad, Pinf_bar, y_bar = grad + g, Pinf_bar + pb, y_bar + yb
+        if lay.R is None:
+            R_bar = R_bar + rb
+        else:
+            R_cols.append(rb)
+    if lay.R is not None:  # (L, B) step-major back to the steps' order b L + k
+        R_bar = xp.reshape(_t(xp.concat(R_cols, axis=1)), (-1,))[:n]
     dP = xp.astype(form.dP_inf, xp.float64, copy=False)
     grad = grad + xp.sum(dP * Pinf_bar[None, ...], axis=(1, 2))
     return value, (grad, R_bar, y_bar)

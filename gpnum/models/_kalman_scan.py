@@ -73,7 +73,7 @@ def _inverse(M):
 def _elements(A, Q, h, R, Y):
     """Sarkka & Garcia-Fernandez (2021) lemma 7's elements of each step.
 
-    Shapes: A, Q (n, J, J); h (J,); R 0-d; Y (n, r). Returns ``(Ae, be, Ce, eta, Je)``:
+    Shapes: A, Q (n, J, J); h (J,); R () or (n,); Y (n, r). Returns ``(Ae, be, Ce, eta, Je)``:
     (n, J, J), (n, J, r), (n, J, J), (n, J, r), (n, J, J).
     """
     QH = Q @ h                                       # (n, J)
@@ -112,8 +112,8 @@ def kalman_filter(A, Q, h, R, Y):
         Transitions into each step and process noises; step 0's transition is replaced by
         ``A_0 = 0`` (its ``Q`` is the prior covariance).
     h : array (J,)
-    R : 0-d array
-        Observation noise variance (> 0).
+    R : array () or (n,)
+        Observation noise variance (> 0), one for every step or one per step.
     Y : array (n, r)
         Observations minus the mean, ``r`` right-hand sides.
 

@@ -62,6 +62,9 @@ def _combine_general(a, b):
 def smoothed_state(form, t, Y, R, xp, reset=None):
     """Filtered and smoothed moments at sorted inputs ``t`` (n,) for data ``Y`` (n, r).
 
+    ``R``: the observation noise variance (> 0), shape () or (n,) (one per point: the
+    Gaussian sites of :class:`gpnum.models.MarkovVGP`).
+
     ``reset`` (n,) bool, optional: the first step of each of several independent series
     concatenated in ``t`` (each sorted); there the recursion restarts from the prior, so
     that nothing passes between the series (neither forwards nor in the smoother, whose
