@@ -61,7 +61,7 @@ from gpnum.backend import device_of, get_namespace
 from gpnum.errors import ShapeError, describe_shape
 from gpnum.models._kalman_scan import _combine, _outer, _sym, _t, associative_scan
 
-__all__ = ["lml_blocked", "steps_per_block"]
+__all__ = ["filtered_blocks", "later_information", "lml_blocked", "steps_per_block"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: Steps (times blocks) whose transitions are formed at once: memory O(SLAB J^2), small
@@ -336,27 +336,35 @@ def _gaussian_log_integral(mu, Sig, eta, Jm, xp):
 
 
 # ------------------------------------------------------------------------ gradient
-def _end_adjoints(elems, mu, Sig, xp):
-    """Adjoints ``(m_bar, P_bar)`` of the filtered state at every block's end: the gradient
-    of the later data's log-likelihood ``f(m, P)`` (module notes)."""
-    B, J = mu.shape[0], mu.shape[-1]
-    dev = device_of(mu)
-    if B == 1:
-        return (xp.zeros((1, J), dtype=xp.float64, device=dev),
-                xp.zeros((1, J, J), dtype=xp.float64, device=dev))
+def later_information(elems, xp):
+    """``(eta_f (B, J), J_f (B, J, J))``: the information about the state at every block's
+    end from all later blocks (a suffix scan of the elements; zero after the last block)."""
+    zero_eta = xp.zeros_like(elems[3][:1, :, 0])
+    zero_J = xp.zeros_like(elems[4][:1, ...])
+    if elems[0].shape[0] == 1:
+        return zero_eta, zero_J
     later = tuple(xp.flip(e[1:, ...], axis=0) for e in elems)
     suf = associative_scan(lambda a, b: _combine(b, a), later)
-    eta_f = xp.flip(suf[3][..., 0], axis=0)       # (B - 1, J): after blocks 0 .. B-2
-    J_f = xp.flip(suf[4], axis=0)
-    m, P = mu[1:, :], Sig[1:, ...]                 # the filtered state at those ends
+    eta_f = xp.concat([xp.flip(suf[3][..., 0], axis=0), zero_eta], axis=0)
+    J_f = xp.concat([xp.flip(suf[4], axis=0), zero_J], axis=0)
+    return eta_f, J_f
+
+
+def _end_adjoints(elems, mu, Sig, xp):
+    """Adjoints ``(m_bar, P_bar)`` of the filtered state at every block's end: the gradient
+    of the later data's log-likelihood ``f(m, P)`` (module notes); zero after the last block,
+    where no data follow (``J_f = 0``, ``eta_f = 0``)."""
+    J = mu.shape[-1]
+    dev = device_of(mu)
+    eta_f, J_f = later_information(elems, xp)
+    # the filtered state at every block's end: before the next block (any value after the last)
+    m = xp.concat([mu[1:, :], xp.zeros((1, J), dtype=xp.float64, device=dev)], axis=0)
+    P = xp.concat([Sig[1:, ...], xp.zeros((1, J, J), dtype=xp.float64, device=dev)], axis=0)
     eye = xp.eye(J, dtype=xp.float64, device=dev)
     W = xp.linalg.solve(eye + J_f @ P, xp.concat([(eta_f - _mv(J_f, m))[..., None], J_f],
                                                   axis=-1))
     nu, JM = W[..., 0], W[..., 1:]
-    P_bar = 0.5 * (_outer(nu, nu) - _sym(JM))
-    zero_m = xp.zeros((1, J), dtype=xp.float64, device=dev)
-    zero_P = xp.zeros((1, J, J), dtype=xp.float64, device=dev)
-    return xp.concat([nu, zero_m], axis=0), xp.concat([P_bar, zero_P], axis=0)
+    return nu, 0.5 * (_outer(nu, nu) - _sym(JM))
 
 
 def _filter_and_adjoint(form, lay, h, P_inf, R, mu, Sig, m_end, P_end, cols, xp):
@@ -447,6 +455,29 @@ class _Sub:
 
 
 # ------------------------------------------------------------------------ entry point
+def filtered_blocks(form, dt, y, R, L=None, reset=None):
+    """Passes 1 and 2 (module notes), shared by the likelihood and the blocked smoother.
+
+    Returns ``(lay, h, P_inf, R, elems, c, mu, Sig)``: the block layout, ``H`` and ``P_inf``
+    and ``R`` in float64 (``R`` () or (n,), checked), every block's element and constant, and
+    the filtered mean (B, J) and covariance (B, J, J) before every block. ``dt``, ``y``,
+    ``L`` and ``reset`` as for :func:`lml_blocked`.
+    """
+    xp = get_namespace(dt)
+    n = dt.shape[0]
+    R = xp.asarray(R, dtype=xp.float64, device=device_of(dt))
+    if R.ndim != 0 and tuple(R.shape) != (n,):
+        raise ShapeError(f"R: expected the noise variance as a scalar or one per step, shape "
+                         f"() or ({n},), got {describe_shape(R.shape)}")
+    L = steps_per_block(n) if L is None else max(1, min(int(L), n))
+    lay = _Layout(xp, dt, y, L, reset, R)
+    h = xp.astype(form.H, xp.float64, copy=False)
+    P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
+    elems, c = _block_elements(form, lay, h, P_inf, R, xp)
+    mu, Sig = _starts(elems, xp)
+    return lay, h, P_inf, R, elems, c, mu, Sig
+
+
 def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     """``log p(y)`` of the state-space model and (``need_grad``) its gradient.
 
@@ -479,22 +510,13 @@ def lml_blocked(form, dt, y, R, need_grad, L=None, reset=None):
     """
     xp = get_namespace(dt)
     n = dt.shape[0]
-    R = xp.asarray(R, dtype=xp.float64, device=device_of(dt))
-    if R.ndim != 0 and tuple(R.shape) != (n,):
-        raise ShapeError(f"R: expected the noise variance as a scalar or one per step, shape "
-                         f"() or ({n},), got {describe_shape(R.shape)}")
-    L = steps_per_block(n) if L is None else max(1, min(int(L), n))
-    lay = _Layout(xp, dt, y, L, reset, R)
-    h = xp.astype(form.H, xp.float64, copy=False)
-    P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
-    elems, c = _block_elements(form, lay, h, P_inf, R, xp)
-    mu, Sig = _starts(elems, xp)
+    lay, h, P_inf, R, elems, c, mu, Sig = filtered_blocks(form, dt, y, R, L, reset)
     value = (xp.sum(c) + xp.sum(_gaussian_log_integral(mu, Sig, elems[3][..., 0], elems[4], xp))
              - 0.5 * n * _LOG_2PI)
     if not need_grad:
         return value, None
     m_end, P_end = _end_adjoints(elems, mu, Sig, xp)
-    group = max(1, GROUP // L)
+    group = max(1, GROUP // lay.L)
     grad = Pinf_bar = R_bar = y_bar = 0.0
     R_cols = []
     for s in range(0, lay.B, group):

@@ -20,32 +20,15 @@ from __future__ import annotations
 
 from gpnum.backend import device_of, get_namespace
 from gpnum.models._kalman_blocked import (
-    _block_elements,
-    _combine,
-    _Layout,
     _mv,
     _slabs,
-    _starts,
     _transitions,
-    steps_per_block,
+    filtered_blocks,
+    later_information,
 )
-from gpnum.models._kalman_scan import _outer, _sym, _t, associative_scan
+from gpnum.models._kalman_scan import _outer, _sym, _t
 
 __all__ = ["smoothed_marginals"]
-
-
-def _later_information(elems, xp):
-    """``(eta_f (B, J), J_f (B, J, J))``: the information about the state at every block's
-    end from all later blocks (zero after the last)."""
-    zero_eta = xp.zeros_like(elems[3][:1, :, 0])
-    zero_J = xp.zeros_like(elems[4][:1, ...])
-    if elems[0].shape[0] == 1:
-        return zero_eta, zero_J
-    later = tuple(xp.flip(e[1:, ...], axis=0) for e in elems)
-    suf = associative_scan(lambda a, b: _combine(b, a), later)
-    eta_f = xp.concat([xp.flip(suf[3][..., 0], axis=0), zero_eta], axis=0)
-    J_f = xp.concat([xp.flip(suf[4], axis=0), zero_J], axis=0)
-    return eta_f, J_f
 
 
 def smoothed_marginals(form, dt, y, R, L=None):
@@ -70,14 +53,8 @@ def smoothed_marginals(form, dt, y, R, L=None):
     xp = get_namespace(dt)
     n = dt.shape[0]
     dev = device_of(dt)
-    L = steps_per_block(n) if L is None else max(1, min(int(L), n))
-    R = xp.asarray(R, dtype=xp.float64, device=dev)
-    lay = _Layout(xp, dt, y, L, None, R)
-    h = xp.astype(form.H, xp.float64, copy=False)
-    P_inf = xp.astype(form.P_inf, xp.float64, copy=False)
-    elems, _ = _block_elements(form, lay, h, P_inf, R, xp)
-    m, P = _starts(elems, xp)
-    eta_f, J_f = _later_information(elems, xp)
+    lay, h, P_inf, R, elems, _, m, P = filtered_blocks(form, dt, y, R, L)
+    eta_f, J_f = later_information(elems, xp)
     # forward inside every block: the filtered moments after every step
     slabs = _slabs(lay)
     cache = {}
