@@ -14,9 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradcheck import check_grad, check_model_grad
-from test_gpr_state_space import check_backend_against_dense, check_samples_against_dense
+from test_gpr_state_space import (
+    check_backend_against_dense,
+    check_fit_reaches_dense,
+    check_samples_against_dense,
+)
 
-import gpnum
 import gpnum.kernels as K
 from gpnum import backend as B
 from gpnum.errors import ShapeError
@@ -391,12 +394,4 @@ def test_gpregressor_fits_several_series_like_the_dense_path():
 
 def test_fit_lbfgs_reaches_the_dense_optimum():
     X, y = _data(sizes=(40, 25, 1), seed=8)
-    ss, dense = _models("matern12", X, y)
-    start = float(ss.log_marginal_likelihood())
-    gpnum.fit(ss, optimizer="lbfgs", maxiter=300)
-    gpnum.fit(dense, optimizer="lbfgs", maxiter=300)
-    v_ss, v_d = float(ss.log_marginal_likelihood()), float(dense.log_marginal_likelihood())
-    assert v_ss > start + 1.0
-    assert abs(v_ss - v_d) <= 1e-9 * abs(v_d)
-    for key, value in dense.parameters().items():
-        assert _rel(ss.parameters()[key], value) < 1e-5, key
+    check_fit_reaches_dense(*_models("matern12", X, y), maxiter=300)
